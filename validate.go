@@ -1,0 +1,46 @@
+package distlock
+
+import (
+	"crypto/rand"
+	"fmt"
+	"time"
+)
+
+// ValidateKey returns an error wrapping ErrInvalid when key is empty or longer than
+// maxLen bytes (maxLen <= 0 means no limit). Backends call it first in TryLock,
+// Wait and Inspect.
+func ValidateKey(key string, maxLen int) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty key", ErrInvalid)
+	}
+	if maxLen > 0 && len(key) > maxLen {
+		return fmt.Errorf("%w: key of %d bytes is longer than the limit of %d bytes", ErrInvalid, len(key), maxLen)
+	}
+	return nil
+}
+
+// ValidateTTL returns an error wrapping ErrInvalid when ttl <= 0.
+func ValidateTTL(ttl time.Duration) error {
+	if ttl <= 0 {
+		return fmt.Errorf("%w: ttl %v is not positive", ErrInvalid, ttl)
+	}
+	return nil
+}
+
+// ValidateLease returns an error wrapping ErrInvalid when lease cannot have come from
+// a TryLock: it is zero, or its Key or Token is empty.
+func ValidateLease(lease Lease) error {
+	switch {
+	case lease.IsZero():
+		return fmt.Errorf("%w: zero Lease", ErrInvalid)
+	case lease.Key == "":
+		return fmt.Errorf("%w: Lease with an empty Key", ErrInvalid)
+	case lease.Token == "":
+		return fmt.Errorf("%w: Lease for key %q with an empty Token", ErrInvalid, lease.Key)
+	}
+	return nil
+}
+
+// NewToken returns a fresh random token of 128 bits from crypto/rand, as 26
+// characters of base32 (letters and digits only, safe in any key or path).
+func NewToken() string { return rand.Text() }
