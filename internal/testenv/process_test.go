@@ -14,23 +14,6 @@ import (
 	"time"
 )
 
-// The test binary doubles as a tiny line-echo server ("helper mode"), so that the
-// generic core is tested without any installed server.
-const helperEnv = "TESTENV_HELPER_LISTEN"
-
-var echoSrv *Server
-
-func TestMain(m *testing.M) {
-	if addr := os.Getenv(helperEnv); addr != "" {
-		os.Exit(runEchoServer(addr))
-	}
-	Main(m, func(env *Env) error {
-		var err error
-		echoSrv, err = env.StartProcess(echoSpec("echo"))
-		return err
-	})
-}
-
 // echoSpec runs the test binary as an echo server on {port}, writing a marker file
 // {dir}/started-N on each start.
 func echoSpec(name string) ProcessSpec {
