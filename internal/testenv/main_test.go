@@ -18,6 +18,9 @@ func TestMain(m *testing.M) {
 	if addr := os.Getenv(helperEnv); addr != "" {
 		os.Exit(runEchoServer(addr))
 	}
+	if os.Getenv(orphanEnv) != "" {
+		os.Exit(runOrphanHelper())
+	}
 	// These tests signal their servers, so they must own them.
 	for _, v := range []string{EnvRedisAddr, EnvRedLockAddrs, EnvRedisClusterAddrs} {
 		os.Unsetenv(v)
