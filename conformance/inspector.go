@@ -1,0 +1,37 @@
+package conformance
+
+import (
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// testInspector: Inspect reports the holder's key, fence and a plausible expiry, and
+// ErrNotHeld for a free key.
+func (s *suite) testInspector(t *testing.T) {
+	if !s.h.Caps.Inspector {
+		t.Log("backend declares no Inspector")
+		return
+	}
+	a, b := s.client(t), s.client(t)
+	in := b.(distlock.Inspector)
+	key := s.key(t)
+	_, err := in.Inspect(s.opCtx(t), key)
+	expectNotHeld(t, err, rInspect, "Inspect of a free key")
+	la := s.lock(t, a, key, s.long, rInspect)
+	before := time.Now()
+	h, err := in.Inspect(s.opCtx(t), key)
+	if err != nil {
+		t.Fatalf("%s: Inspect of a held key: %v", rInspect, err)
+	}
+	if h.Key != key || h.Fence != la.Fence {
+		t.Fatalf("%s: Inspect reports key %q fence %d, want %q fence %d", rInspect, h.Key, h.Fence, key, la.Fence)
+	}
+	if h.Expires.Before(before) || h.Expires.After(time.Now().Add(s.long+s.grace)) {
+		t.Fatalf("%s: Inspect reports Expires %v from now for a lease of ttl %v", rInspect, time.Until(h.Expires), s.long)
+	}
+	s.unlock(t, a, la, rInspect)
+	_, err = in.Inspect(s.opCtx(t), key)
+	expectNotHeld(t, err, rInspect, "Inspect after Unlock")
+}

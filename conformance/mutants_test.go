@@ -1,0 +1,331 @@
+package conformance_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/memlock"
+)
+
+// A mutant is a deliberately broken locker and the rule the suite must catch it by.
+type mutant struct {
+	name   string
+	catch  string // the rule the suite must name in its first failure
+	broken func() distlock.Locker
+}
+
+var mutants = []mutant{
+	{"unlock-ignores-token", "rule 2 (owner check)", func() distlock.Locker { return &unlockIgnoresToken{memlock.New()} }},
+	{"renew-revives-expired", "rule 2 (owner check)", func() distlock.Locker { return &renewRevives{memlock.New()} }},
+	{"fence-repeats", "rule 3 (fencing)", func() distlock.Locker { return &fenceRepeats{memlock.New()} }},
+	{"never-expires", "rule 2 (owner check)", func() distlock.Locker { return &neverExpires{memlock.New()} }},
+	{"context-error-as-locked", "rule 5 (errors)", func() distlock.Locker { return &ctxAsLocked{memlock.New()} }},
+	{"expires-after-reply", "Lease contract", func() distlock.Locker { return &expiresAfterReply{memlock.New()} }},
+	{"check-then-set", "rule 1 (mutual exclusion)", func() distlock.Locker { return newCheckThenSet() }},
+	{"keys-case-folded", "rule 7 (input)", func() distlock.Locker { return &caseFolded{memlock.New()} }},
+	{"no-ttl-validation", "rule 7 (input)", func() distlock.Locker { return &noTTLValidation{memlock.New()} }},
+	{"wait-sleeps-to-expiry", "Waiter contract", func() distlock.Locker { return &waitSleeps{memlock.New()} }},
+	{"ignores-cancelled-context", "rule 6 (context)", func() distlock.Locker { return &ignoresContext{memlock.New()} }},
+}
+
+// TestMutantTarget runs the suite against the mutant named by DISTLOCK_MUTANT, or
+// against plain memlock when it is unset. TestMutants runs it in child processes.
+func TestMutantTarget(t *testing.T) {
+	name := os.Getenv("DISTLOCK_MUTANT")
+	newLocker := func() distlock.Locker { return memlock.New() }
+	if name != "" {
+		found := false
+		for _, m := range mutants {
+			if m.name == name {
+				newLocker, found = m.broken, true
+			}
+		}
+		if !found {
+			t.Fatalf("unknown mutant %q", name)
+		}
+	}
+	shared := newLocker()
+	_, isWaiter := shared.(distlock.Waiter)
+	_, isInspector := shared.(distlock.Inspector)
+	conformance.Run(t, conformance.Harness{
+		NewClient: func(t *testing.T) distlock.Locker { return shared },
+		Caps:      conformance.Capabilities{MaxKeyLen: memlock.MaxKeyLen, Waiter: isWaiter, Inspector: isInspector},
+		Faults:    conformance.Faults{Crash: func(*testing.T, distlock.Locker) {}},
+	})
+}
+
+// TestMutants shows that the suite catches every mutant: each runs the suite in a
+// child process, which must fail, and its output must name the rule it breaks.
+func TestMutants(t *testing.T) {
+	if os.Getenv("DISTLOCK_MUTANT") != "" {
+		t.Fatal("TestMutants must not run inside a mutant child")
+	}
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for _, m := range mutants {
+		t.Run("mutant_"+m.name, func(t *testing.T) {
+			t.Parallel()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestMutantTarget$", "-test.failfast", "-test.v")
+			cmd.Env = append(os.Environ(), "DISTLOCK_MUTANT="+m.name)
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) {
+				t.Fatalf("mutant %s survived the suite (err %v); output:\n%s", m.name, err, tail(out))
+			}
+			if !strings.Contains(string(out), m.catch) {
+				t.Fatalf("mutant %s failed the suite, but not by %q; output:\n%s", m.name, m.catch, tail(out))
+			}
+			t.Logf("caught: %s", firstFailure(out, m.catch))
+		})
+	}
+}
+
+func tail(out []byte) string {
+	lines := strings.Split(string(out), "\n")
+	return strings.Join(lines[max(0, len(lines)-40):], "\n")
+}
+
+func firstFailure(out []byte, catch string) string {
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, catch) {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
+}
+
+// --- the mutants ---
+
+// unlockIgnoresToken releases whoever holds the key: the blog post's bare DEL.
+type unlockIgnoresToken struct{ *memlock.Locker }
+
+func (m *unlockIgnoresToken) Unlock(ctx context.Context, l distlock.Lease) error {
+	if err := distlock.ValidateLease(l); err != nil {
+		return err
+	}
+	if !m.Revoke(l.Key) {
+		return fmt.Errorf("mutant: %w", distlock.ErrNotHeld)
+	}
+	return nil
+}
+
+// renewRevives re-acquires a lapsed lease in Renew when the key happens to be free.
+type renewRevives struct{ *memlock.Locker }
+
+func (m *renewRevives) Renew(ctx context.Context, l distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
+	next, err := m.Locker.Renew(ctx, l, ttl)
+	if errors.Is(err, distlock.ErrNotHeld) {
+		return m.TryLock(ctx, l.Key, ttl)
+	}
+	return next, err
+}
+
+// fenceRepeats hands out one fence forever.
+type fenceRepeats struct{ *memlock.Locker }
+
+func (m *fenceRepeats) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	l, err := m.Locker.TryLock(ctx, key, ttl)
+	l.Fence = min(l.Fence, 1)
+	return l, err
+}
+
+// neverExpires holds keys for a thousand times their ttl while reporting ttl.
+type neverExpires struct{ *memlock.Locker }
+
+func (m *neverExpires) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	start := time.Now()
+	l, err := m.Locker.TryLock(ctx, key, 1000*ttl)
+	if err == nil {
+		l.Expires = start.Add(ttl)
+	}
+	return l, err
+}
+
+// ctxAsLocked reports every failure as contention.
+type ctxAsLocked struct{ *memlock.Locker }
+
+func (m *ctxAsLocked) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	l, err := m.Locker.TryLock(ctx, key, ttl)
+	if err != nil && !errors.Is(err, distlock.ErrInvalid) {
+		err = fmt.Errorf("mutant: %w", distlock.ErrLocked)
+	}
+	return l, err
+}
+
+// expiresAfterReply computes Expires from when the (slow) reply arrived.
+type expiresAfterReply struct{ *memlock.Locker }
+
+func (m *expiresAfterReply) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	l, err := m.Locker.TryLock(ctx, key, ttl)
+	time.Sleep(5 * time.Millisecond) // the round trip
+	if err == nil {
+		l.Expires = time.Now().Add(ttl)
+	}
+	return l, err
+}
+
+// caseFolded maps keys to lower case, so "a" and "A" collide.
+type caseFolded struct{ *memlock.Locker }
+
+func (m *caseFolded) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	l, err := m.Locker.TryLock(ctx, asciiLower(key), ttl)
+	l.Key = key
+	return l, err
+}
+
+func (m *caseFolded) Renew(ctx context.Context, l distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
+	key := l.Key
+	l.Key = asciiLower(key)
+	next, err := m.Locker.Renew(ctx, l, ttl)
+	next.Key = key
+	return next, err
+}
+
+func (m *caseFolded) Unlock(ctx context.Context, l distlock.Lease) error {
+	l.Key = asciiLower(l.Key)
+	return m.Locker.Unlock(ctx, l)
+}
+
+func (m *caseFolded) Wait(ctx context.Context, key string) error {
+	return m.Locker.Wait(ctx, asciiLower(key))
+}
+
+func (m *caseFolded) Inspect(ctx context.Context, key string) (distlock.Holder, error) {
+	h, err := m.Locker.Inspect(ctx, asciiLower(key))
+	h.Key = key
+	return h, err
+}
+
+// noTTLValidation turns a bad ttl into a default instead of refusing it.
+type noTTLValidation struct{ *memlock.Locker }
+
+func (m *noTTLValidation) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	if ttl <= 0 {
+		ttl = time.Second
+	}
+	return m.Locker.TryLock(ctx, key, ttl)
+}
+
+// waitSleeps polls the holder's expiry instead of being woken by Unlock.
+type waitSleeps struct{ *memlock.Locker }
+
+func (m *waitSleeps) Wait(ctx context.Context, key string) error {
+	if err := distlock.ValidateKey(key, memlock.MaxKeyLen); err != nil {
+		return err
+	}
+	h, err := m.Inspect(ctx, key)
+	if errors.Is(err, distlock.ErrNotHeld) {
+		return nil
+	}
+	if err != nil {
+		return errors.Join(distlock.ErrLocked, err)
+	}
+	t := time.NewTimer(time.Until(h.Expires))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return errors.Join(distlock.ErrLocked, ctx.Err())
+	}
+}
+
+// ignoresContext goes ahead with a dead context.
+type ignoresContext struct{ *memlock.Locker }
+
+func (m *ignoresContext) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	return m.Locker.TryLock(context.WithoutCancel(ctx), key, ttl)
+}
+
+// checkThenSet is a lock table whose TryLock checks and sets in two steps.
+type checkThenSet struct {
+	mu    sync.Mutex
+	keys  map[string]string
+	fence map[string]uint64
+	exp   map[string]time.Time
+}
+
+func newCheckThenSet() *checkThenSet {
+	return &checkThenSet{keys: map[string]string{}, fence: map[string]uint64{}, exp: map[string]time.Time{}}
+}
+
+func (m *checkThenSet) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	if err := distlock.ValidateKey(key, memlock.MaxKeyLen); err != nil {
+		return distlock.Lease{}, err
+	}
+	if err := distlock.ValidateTTL(ttl); err != nil {
+		return distlock.Lease{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return distlock.Lease{}, err
+	}
+	start := time.Now()
+	m.mu.Lock()
+	free := m.keys[key] == "" || !start.Before(m.exp[key])
+	m.mu.Unlock()
+	if !free {
+		return distlock.Lease{}, distlock.ErrLocked
+	}
+	time.Sleep(100 * time.Microsecond) // the round trip between GET and SET
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.fence[key]++
+	tok := distlock.NewToken()
+	m.keys[key], m.exp[key] = tok, start.Add(ttl)
+	return distlock.Lease{Key: key, Token: tok, Fence: m.fence[key], Expires: start.Add(ttl)}, nil
+}
+
+func (m *checkThenSet) Renew(ctx context.Context, l distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
+	if err := distlock.ValidateLease(l); err != nil {
+		return l, err
+	}
+	if err := distlock.ValidateTTL(ttl); err != nil {
+		return l, err
+	}
+	start := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.keys[l.Key] != l.Token || !start.Before(m.exp[l.Key]) {
+		return distlock.Lease{}, distlock.ErrNotHeld
+	}
+	m.exp[l.Key] = start.Add(ttl)
+	l.Expires = m.exp[l.Key]
+	return l, nil
+}
+
+func (m *checkThenSet) Unlock(ctx context.Context, l distlock.Lease) error {
+	if err := distlock.ValidateLease(l); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.keys[l.Key] != l.Token || !time.Now().Before(m.exp[l.Key]) {
+		return distlock.ErrNotHeld
+	}
+	m.keys[l.Key] = ""
+	return nil
+}
+
+// asciiLower folds ASCII letters only, keeping every other byte.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,199 @@
+package distlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// HoldOptions tune Hold. A nil *HoldOptions means the defaults.
+type HoldOptions struct {
+	// TTL is the ttl of every renewal. Default: the lease's remaining time when Hold
+	// is called (pass the ttl you acquired with instead, when you know it).
+	TTL time.Duration
+	// Every is the renewal period. Default TTL/3. It must be below TTL.
+	Every time.Duration
+	// Observer sees renewals and the loss.
+	Observer Observer
+}
+
+func (o *HoldOptions) withDefaults(lease Lease) (HoldOptions, error) {
+	var r HoldOptions
+	if o != nil {
+		r = *o
+	}
+	if r.TTL < 0 || r.Every < 0 {
+		return r, fmt.Errorf("%w: negative HoldOptions duration (TTL %v, Every %v)", ErrInvalid, r.TTL, r.Every)
+	}
+	if r.TTL == 0 {
+		r.TTL = lease.Remaining()
+		if r.TTL <= 0 {
+			return r, fmt.Errorf("%w: lease for key %q expired before Hold", ErrNotHeld, lease.Key)
+		}
+	}
+	if r.Every == 0 {
+		r.Every = r.TTL / 3
+	}
+	if r.Every >= r.TTL {
+		return r, fmt.Errorf("%w: HoldOptions.Every %v is not below TTL %v", ErrInvalid, r.Every, r.TTL)
+	}
+	return r, nil
+}
+
+// Held is a lease kept alive in the background by Hold. Its methods are safe for
+// concurrent use.
+type Held struct {
+	l    Locker
+	o    HoldOptions
+	ctx  context.Context
+	stop context.CancelCauseFunc
+	done chan struct{}
+
+	mu    sync.Mutex
+	lease Lease
+	lost  error // why the lease was lost; nil while held
+
+	release    sync.Once
+	releaseErr error
+}
+
+// errReleased is the cause of a Held's context after Release.
+var errReleased = errors.New("distlock: lease released")
+
+// Hold keeps lease alive: it renews it every opts.Every with opts.TTL until Release
+// or until ctx ends. It retries a renewal that fails with a transient error (not
+// ErrNotHeld) until the lease's Expires; when the lease is lost — Renew says
+// ErrNotHeld, Expires passes before a renewal succeeds, or the Locker's LossNotifier
+// reports it — it cancels Context() with a cause that wraps ErrNotHeld, at once.
+//
+// Do the protected work under Context(), and pass Lease().Fence to the resource.
+// Always call Release. If ctx ends first, renewal stops and Context() is cancelled, but
+// the lease stays on the server until Release or its expiry.
+func Hold(ctx context.Context, l Locker, lease Lease, opts *HoldOptions) *Held {
+	hctx, stop := context.WithCancelCause(ctx)
+	h := &Held{l: l, ctx: hctx, stop: stop, done: make(chan struct{}), lease: lease}
+	o, err := opts.withDefaults(lease)
+	if err == nil {
+		err = ValidateLease(lease)
+	}
+	if err != nil {
+		h.lost = err
+		stop(err)
+		close(h.done)
+		return h
+	}
+	h.o = o
+	go h.run()
+	return h
+}
+
+// Context returns a context that is cancelled when the lease is lost (cause wraps
+// ErrNotHeld: test it with errors.Is(context.Cause(ctx), ErrNotHeld)), when it is
+// released, or when Hold's ctx ends.
+func (h *Held) Context() context.Context { return h.ctx }
+
+// Lease returns the latest renewed lease.
+func (h *Held) Lease() Lease {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lease
+}
+
+// Err returns nil while the lease is held, and the reason (wrapping ErrNotHeld) once
+// it has been lost.
+func (h *Held) Err() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lost
+}
+
+// Release stops renewal, waits until no renewal is in flight, then unlocks the lease
+// with ctx and cancels Context(). It returns the loss error (wrapping ErrNotHeld) when
+// the lease had been lost, and otherwise Unlock's error. Calling it again returns the
+// first result.
+func (h *Held) Release(ctx context.Context) error {
+	h.release.Do(func() {
+		h.stop(errReleased)
+		<-h.done
+		if err := h.Err(); err != nil {
+			h.releaseErr = err
+			return
+		}
+		lease := h.Lease()
+		start := time.Now()
+		err := h.l.Unlock(ctx, lease)
+		h.o.Observer.emit(Event{Op: OpRelease, Key: lease.Key, Fence: lease.Fence, Took: time.Since(start), Err: err})
+		h.releaseErr = err
+	})
+	return h.releaseErr
+}
+
+func (h *Held) lose(err error) {
+	h.mu.Lock()
+	h.lost = err
+	lease := h.lease
+	h.mu.Unlock()
+	h.stop(err)
+	h.o.Observer.emit(Event{Op: OpLost, Key: lease.Key, Fence: lease.Fence, Err: err})
+}
+
+func (h *Held) run() {
+	defer close(h.done)
+	lease := h.Lease()
+	var lost <-chan struct{}
+	if n, ok := h.l.(LossNotifier); ok {
+		lost = n.Lost(lease)
+	}
+	expiry := time.NewTimer(lease.Remaining())
+	defer expiry.Stop()
+	tick := time.NewTimer(h.o.Every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-lost:
+			h.lose(fmt.Errorf("%w: key %q: the backend reported the lease lost", ErrNotHeld, lease.Key))
+			return
+		case <-expiry.C:
+			h.lose(fmt.Errorf("%w: key %q: lease expired before a renewal succeeded", ErrNotHeld, lease.Key))
+			return
+		case <-tick.C:
+		}
+		start := time.Now()
+		rctx, cancel := context.WithDeadline(h.ctx, lease.Expires)
+		next, err := h.l.Renew(rctx, lease, h.o.TTL)
+		cancel()
+		h.o.Observer.emit(Event{Op: OpRenew, Key: lease.Key, Fence: lease.Fence, Took: time.Since(start), Err: err})
+		switch {
+		case err == nil:
+			lease = next
+			h.mu.Lock()
+			h.lease = next
+			h.mu.Unlock()
+			expiry.Reset(lease.Remaining())
+			tick.Reset(h.o.Every)
+		case h.ctx.Err() != nil:
+			return
+		case errors.Is(err, ErrNotHeld):
+			h.lose(fmt.Errorf("key %q: renew: %w", lease.Key, err))
+			return
+		case errors.Is(err, ErrInvalid):
+			h.lose(fmt.Errorf("%w: key %q: renew: %w", ErrNotHeld, lease.Key, err))
+			return
+		default:
+			// Transient: try again soon; the expiry timer bounds the retries.
+			tick.Reset(retryDelay(h.o.Every))
+		}
+	}
+}
+
+// retryDelay is the pause before retrying a failed renewal: a tenth of the period,
+// between 5ms and 1s, with jitter.
+func retryDelay(every time.Duration) time.Duration {
+	d := min(max(every/10, 5*time.Millisecond), time.Second)
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}

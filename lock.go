@@ -1,0 +1,116 @@
+package distlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// LockOptions tune Lock. A nil *LockOptions means the defaults.
+type LockOptions struct {
+	// MinBackoff and MaxBackoff bound the full-jitter exponential backoff between
+	// attempts when the Locker has no Waiter (or its Wait fails): the n-th sleep is
+	// uniform in (0, min(MaxBackoff, MinBackoff*2^n)]. Defaults 10ms and 1s.
+	MinBackoff, MaxBackoff time.Duration
+	// MaxWait bounds each call of the Locker's Wait, so that a lost wake-up costs at
+	// most MaxWait. Default 5s.
+	MaxWait time.Duration
+	// Observer sees the acquisition.
+	Observer Observer
+}
+
+func (o *LockOptions) withDefaults() (LockOptions, error) {
+	var r LockOptions
+	if o != nil {
+		r = *o
+	}
+	if r.MinBackoff < 0 || r.MaxBackoff < 0 || r.MaxWait < 0 {
+		return r, fmt.Errorf("%w: negative LockOptions duration (MinBackoff %v, MaxBackoff %v, MaxWait %v)", ErrInvalid, r.MinBackoff, r.MaxBackoff, r.MaxWait)
+	}
+	if r.MinBackoff == 0 {
+		r.MinBackoff = 10 * time.Millisecond
+	}
+	if r.MaxBackoff == 0 {
+		r.MaxBackoff = time.Second
+	}
+	if r.MaxBackoff < r.MinBackoff {
+		return r, fmt.Errorf("%w: LockOptions.MaxBackoff %v is below MinBackoff %v", ErrInvalid, r.MaxBackoff, r.MinBackoff)
+	}
+	if r.MaxWait == 0 {
+		r.MaxWait = 5 * time.Second
+	}
+	return r, nil
+}
+
+// backoff returns the full-jitter sleep before attempt n (n >= 0).
+func (o LockOptions) backoff(n int) time.Duration {
+	ceil := o.MaxBackoff
+	if n < 32 && o.MinBackoff<<n < ceil && o.MinBackoff<<n > 0 {
+		ceil = o.MinBackoff << n
+	}
+	return time.Duration(rand.Int64N(int64(ceil))) + 1
+}
+
+// Lock blocks until it acquires key for ttl or ctx ends. Between attempts it uses the
+// Locker's Wait when l is a Waiter (each call bounded by MaxWait), else full-jitter
+// exponential backoff; it never busy-loops.
+//
+// Errors other than ErrLocked (a server that is down, say) are retried the same way
+// until ctx ends, except ErrInvalid, which is returned at once. When ctx ends first,
+// Lock returns errors.Join(err, ctx.Err()) where err is the last attempt's error: so
+// errors.Is(err, ErrLocked) tells contention from an unreachable backend, and
+// errors.Is(err, context.DeadlineExceeded) tells that the caller gave up.
+func Lock(ctx context.Context, l Locker, key string, ttl time.Duration, opts *LockOptions) (Lease, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return Lease{}, err
+	}
+	w, _ := l.(Waiter)
+	start := time.Now()
+	for n := 0; ; {
+		lease, err := l.TryLock(ctx, key, ttl)
+		if err == nil {
+			o.Observer.emit(Event{Op: OpAcquire, Key: key, Fence: lease.Fence, Took: time.Since(start)})
+			return lease, nil
+		}
+		if errors.Is(err, ErrInvalid) {
+			return Lease{}, err
+		}
+		if ctx.Err() != nil {
+			return Lease{}, giveUp(err, ctx)
+		}
+		if w != nil && errors.Is(err, ErrLocked) {
+			wctx, cancel := context.WithTimeout(ctx, o.MaxWait)
+			werr := w.Wait(wctx, key)
+			cancel()
+			switch {
+			case ctx.Err() != nil:
+				return Lease{}, giveUp(err, ctx)
+			case werr == nil, errors.Is(werr, ErrLocked):
+				// Freed, or MaxWait passed: try again at once.
+				n = 0
+				continue
+			case errors.Is(werr, ErrInvalid):
+				return Lease{}, werr
+			}
+			// Wait itself failed: fall back to backoff.
+		}
+		t := time.NewTimer(o.backoff(n))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return Lease{}, giveUp(err, ctx)
+		}
+		n++
+	}
+}
+
+func giveUp(last error, ctx context.Context) error {
+	if errors.Is(last, ctx.Err()) {
+		return last
+	}
+	return errors.Join(last, ctx.Err())
+}

@@ -1,0 +1,220 @@
+// Package memlock is an in-process distlock backend. All clients of one *Locker share
+// its state, as clients of one server would. It satisfies the whole distlock contract
+// (fences, expiry by ttl, Waiter, Inspector, LossNotifier), is safe for concurrent use,
+// and is what you pick to unit-test code that takes a distlock.Locker: Revoke lets a
+// test take a lease away, as a server failover or an expired lease would.
+//
+// It excludes only goroutines of one process: it is not a distributed lock.
+package memlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// MaxKeyLen is the longest key, in bytes, that a memlock Locker accepts.
+const MaxKeyLen = 1 << 16
+
+// Owner is the owner label that Inspect reports for every holder.
+const Owner = "memlock"
+
+// A Locker is an in-process lock table. The zero value is not usable; call New.
+type Locker struct {
+	mu   sync.Mutex
+	keys map[string]*state
+}
+
+// state is one key's record. It outlives its holders so that fences never repeat.
+type state struct {
+	fence   uint64
+	token   string    // "" when free
+	expires time.Time // with a monotonic reading
+	// freed is closed, and replaced, whenever the key stops being held (Unlock,
+	// Revoke). Waiters and LossNotifier channels select on it.
+	freed chan struct{}
+}
+
+// New returns an empty Locker.
+func New() *Locker { return &Locker{keys: make(map[string]*state)} }
+
+var (
+	_ distlock.Locker       = (*Locker)(nil)
+	_ distlock.Waiter       = (*Locker)(nil)
+	_ distlock.Inspector    = (*Locker)(nil)
+	_ distlock.LossNotifier = (*Locker)(nil)
+)
+
+// get returns key's state, creating it. l.mu must be held.
+func (l *Locker) get(key string) *state {
+	s := l.keys[key]
+	if s == nil {
+		s = &state{freed: make(chan struct{})}
+		l.keys[key] = s
+	}
+	return s
+}
+
+// held reports whether s is held at now. l.mu must be held.
+func (s *state) held(now time.Time) bool { return s.token != "" && now.Before(s.expires) }
+
+// free marks s free and wakes everyone waiting on it. l.mu must be held.
+func (s *state) free() {
+	s.token = ""
+	close(s.freed)
+	s.freed = make(chan struct{})
+}
+
+// TryLock acquires key for ttl, or returns ErrLocked.
+func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	start := time.Now()
+	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+		return distlock.Lease{}, err
+	}
+	if err := distlock.ValidateTTL(ttl); err != nil {
+		return distlock.Lease{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return distlock.Lease{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.get(key)
+	if s.held(start) {
+		return distlock.Lease{}, fmt.Errorf("memlock: key %q: %w", key, distlock.ErrLocked)
+	}
+	if s.token != "" { // expired without Unlock: wake anyone watching the old lease
+		s.free()
+	}
+	s.fence++
+	s.token = distlock.NewToken()
+	s.expires = start.Add(ttl)
+	return distlock.Lease{Key: key, Token: s.token, Fence: s.fence, Expires: s.expires}, nil
+}
+
+// owned returns lease's state when lease still holds its key at now.
+func (l *Locker) owned(lease distlock.Lease, now time.Time) (*state, error) {
+	s := l.keys[lease.Key]
+	if s == nil || s.token != lease.Token || !s.held(now) {
+		return nil, fmt.Errorf("memlock: key %q: %w", lease.Key, distlock.ErrNotHeld)
+	}
+	return s, nil
+}
+
+// Renew extends lease to ttl from now.
+func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
+	start := time.Now()
+	if err := distlock.ValidateLease(lease); err != nil {
+		return distlock.Lease{}, err
+	}
+	if err := distlock.ValidateTTL(ttl); err != nil {
+		return distlock.Lease{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return distlock.Lease{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s, err := l.owned(lease, start)
+	if err != nil {
+		return distlock.Lease{}, err
+	}
+	s.expires = start.Add(ttl)
+	lease.Expires = s.expires
+	return lease, nil
+}
+
+// Unlock releases lease.
+func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
+	if err := distlock.ValidateLease(lease); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s, err := l.owned(lease, time.Now())
+	if err != nil {
+		return err
+	}
+	s.free()
+	return nil
+}
+
+// Revoke takes key away from its holder, if any, as an expired lease or a server
+// failover would: the holder's Renew and Unlock then return ErrNotHeld and its
+// LossNotifier channel is closed. It reports whether key was held.
+func (l *Locker) Revoke(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.keys[key]
+	if s == nil || !s.held(time.Now()) {
+		return false
+	}
+	s.free()
+	return true
+}
+
+// Wait returns when key may be free: at once if it is, else at Unlock, Revoke or the
+// holder's expiry, whichever comes first.
+func (l *Locker) Wait(ctx context.Context, key string) error {
+	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	s := l.get(key)
+	now := time.Now()
+	if !s.held(now) {
+		l.mu.Unlock()
+		return nil
+	}
+	freed, left := s.freed, s.expires.Sub(now)
+	l.mu.Unlock()
+	t := time.NewTimer(left)
+	defer t.Stop()
+	select {
+	case <-freed:
+		return nil
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return errors.Join(fmt.Errorf("memlock: key %q: %w", key, distlock.ErrLocked), ctx.Err())
+	}
+}
+
+// Inspect reports key's holder, or ErrNotHeld when it is free.
+func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, error) {
+	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+		return distlock.Holder{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return distlock.Holder{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.keys[key]
+	if s == nil || !s.held(time.Now()) {
+		return distlock.Holder{}, fmt.Errorf("memlock: key %q: %w", key, distlock.ErrNotHeld)
+	}
+	return distlock.Holder{Key: key, Fence: s.fence, Expires: s.expires, Owner: Owner}, nil
+}
+
+// Lost returns a channel that is closed when lease is unlocked or revoked. (Expiry is
+// not signalled: the holder knows Expires already.) It returns a closed channel when
+// lease is not held now.
+func (l *Locker) Lost(lease distlock.Lease) <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s, err := l.owned(lease, time.Now())
+	if err != nil {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return s.freed
+}
