@@ -80,7 +80,10 @@ type ProcessSpec struct {
 	// Ready reports whether the server at addr (127.0.0.1:port) answers; StartProcess
 	// and Restart poll it with backoff until it returns nil, the process exits, or
 	// ReadyTimeout passes. Each call gets a context bounded by the remaining time. Nil
-	// means "accepts a TCP connection".
+	// means "accepts a TCP connection". Where it can, Ready should also check that the
+	// server answering is this one (for example, that it reports this Dir): another
+	// test binary may win the race for a free port, and then its server answers while
+	// this one fails to bind. (Ready's success is ignored if the process has exited.)
 	Ready func(ctx context.Context, addr string) error
 	// ReadyTimeout bounds the wait for Ready; zero means DefaultReadyTimeout.
 	ReadyTimeout time.Duration
