@@ -1,0 +1,18 @@
+# The README's two commands: `make run` (the cron example on memlock, no server) and
+# `make test` (installs the servers the tests start, then runs every test under -race).
+GO ?= go
+TEST_FLAGS ?= -race -count=1 -timeout 60m
+
+.PHONY: run test vet install
+
+run:
+	$(GO) run ./examples/cron
+
+install:
+	bash scripts/install.sh
+
+vet:
+	$(GO) vet ./...
+
+test: install vet
+	$(GO) test $(TEST_FLAGS) ./...
