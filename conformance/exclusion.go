@@ -22,7 +22,7 @@ func (s *suite) testCapabilities(t *testing.T) {
 		"RestartServer": s.h.Faults.RestartServer != nil,
 	} {
 		if !set {
-			notRun(t, name)
+			t.Logf("Harness.Faults.%s is nil: its tests will be skipped (NOT RUN)", name)
 		}
 	}
 }

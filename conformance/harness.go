@@ -19,7 +19,7 @@ type Harness struct {
 	Caps Capabilities
 
 	// Faults are optional fault injections. Run tests every one that is set and
-	// reports (t.Log) the ones that are not; later backends fill them in.
+	// skips, visibly (NOT RUN), the tests of those that are not.
 	Faults Faults
 }
 
@@ -53,8 +53,8 @@ type Capabilities struct {
 	OpTimeout time.Duration
 }
 
-// Faults inject failures. Each is optional; a nil fault's tests are reported as not
-// run (t.Log), never as passed.
+// Faults inject failures. Each is optional; a nil fault's tests are skipped with a
+// NOT RUN message, never reported as passed.
 type Faults struct {
 	// Crash makes client l vanish without unlocking, as if its process were killed:
 	// it closes l's connections and ends its session. l is not used afterwards.

@@ -22,46 +22,56 @@ type mutant struct {
 	name   string
 	catch  string // the rule the suite must name in its first failure
 	broken func() distlock.Locker
+	bugs   clientBugs // client-side bugs, applied by simnet
 }
 
 var mutants = []mutant{
-	{"unlock-ignores-token", "rule 2 (owner check)", func() distlock.Locker { return &unlockIgnoresToken{memlock.New()} }},
-	{"renew-revives-expired", "rule 2 (owner check)", func() distlock.Locker { return &renewRevives{memlock.New()} }},
-	{"fence-repeats", "rule 3 (fencing)", func() distlock.Locker { return &fenceRepeats{memlock.New()} }},
-	{"never-expires", "rule 2 (owner check)", func() distlock.Locker { return &neverExpires{memlock.New()} }},
-	{"context-error-as-locked", "rule 5 (errors)", func() distlock.Locker { return &ctxAsLocked{memlock.New()} }},
-	{"expires-after-reply", "Lease contract", func() distlock.Locker { return &expiresAfterReply{memlock.New()} }},
-	{"check-then-set", "rule 1 (mutual exclusion)", func() distlock.Locker { return newCheckThenSet() }},
-	{"keys-case-folded", "rule 7 (input)", func() distlock.Locker { return &caseFolded{memlock.New()} }},
-	{"no-ttl-validation", "rule 7 (input)", func() distlock.Locker { return &noTTLValidation{memlock.New()} }},
-	{"wait-sleeps-to-expiry", "Waiter contract", func() distlock.Locker { return &waitSleeps{memlock.New()} }},
-	{"ignores-cancelled-context", "rule 6 (context)", func() distlock.Locker { return &ignoresContext{memlock.New()} }},
+	{name: "unlock-ignores-token", catch: "rule 2 (owner check)", broken: func() distlock.Locker { return &unlockIgnoresToken{memlock.New()} }},
+	{name: "renew-revives-expired", catch: "rule 2 (owner check)", broken: func() distlock.Locker { return &renewRevives{memlock.New()} }},
+	{name: "fence-repeats", catch: "rule 3 (fencing)", broken: func() distlock.Locker { return &fenceRepeats{memlock.New()} }},
+	{name: "never-expires", catch: "rule 2 (owner check)", broken: func() distlock.Locker { return &neverExpires{memlock.New()} }},
+	{name: "context-error-as-locked", catch: "rule 5 (errors)", broken: func() distlock.Locker { return &ctxAsLocked{memlock.New()} }},
+	{name: "expires-after-reply", catch: "Lease contract", broken: func() distlock.Locker { return &expiresAfterReply{memlock.New()} }},
+	{name: "check-then-set", catch: "rule 1 (mutual exclusion)", broken: func() distlock.Locker { return newCheckThenSet() }},
+	{name: "keys-case-folded", catch: "rule 7 (input)", broken: func() distlock.Locker { return &caseFolded{memlock.New()} }},
+	{name: "no-ttl-validation", catch: "rule 7 (input)", broken: func() distlock.Locker { return &noTTLValidation{memlock.New()} }},
+	{name: "wait-sleeps-to-expiry", catch: "Waiter contract", broken: func() distlock.Locker { return &waitSleeps{memlock.New()} }},
+	{name: "ignores-cancelled-context", catch: "rule 6 (context)", broken: func() distlock.Locker { return &ignoresContext{memlock.New()} }},
+	{name: "abandoned-attempt-kept", catch: "rule 5 (errors)", bugs: clientBugs{keepAbandoned: true}},
+	{name: "transport-error-as-locked", catch: "rule 5 (errors)", bugs: clientBugs{errAsLocked: true}},
+	{name: "renew-from-local-clock", catch: "rule 2 (owner check)", bugs: clientBugs{localRenew: true}},
 }
 
 // TestMutantTarget runs the suite against the mutant named by DISTLOCK_MUTANT, or
 // against plain memlock when it is unset. TestMutants runs it in child processes.
 func TestMutantTarget(t *testing.T) {
 	name := os.Getenv("DISTLOCK_MUTANT")
-	newLocker := func() distlock.Locker { return memlock.New() }
-	if name != "" {
-		found := false
-		for _, m := range mutants {
-			if m.name == name {
-				newLocker, found = m.broken, true
-			}
-		}
-		if !found {
-			t.Fatalf("unknown mutant %q", name)
+	if name == "" {
+		// The reference: memlock behind the simulated network, every fault but restart.
+		conformance.Run(t, simHarness(memlock.New(), clientBugs{}))
+		return
+	}
+	var m mutant
+	for _, mm := range mutants {
+		if mm.name == name {
+			m = mm
 		}
 	}
-	shared := newLocker()
-	_, isWaiter := shared.(distlock.Waiter)
-	_, isInspector := shared.(distlock.Inspector)
-	conformance.Run(t, conformance.Harness{
-		NewClient: func(t *testing.T) distlock.Locker { return shared },
-		Caps:      conformance.Capabilities{MaxKeyLen: memlock.MaxKeyLen, Waiter: isWaiter, Inspector: isInspector},
-		Faults:    conformance.Faults{Crash: func(*testing.T, distlock.Locker) {}},
-	})
+	switch {
+	case m.name == "":
+		t.Fatalf("unknown mutant %q", name)
+	case m.broken == nil: // a client-side bug: memlock behind simnet
+		conformance.Run(t, simHarness(memlock.New(), m.bugs))
+	default: // a broken table, called directly
+		shared := m.broken()
+		_, isWaiter := shared.(distlock.Waiter)
+		_, isInspector := shared.(distlock.Inspector)
+		conformance.Run(t, conformance.Harness{
+			NewClient: func(t *testing.T) distlock.Locker { return shared },
+			Caps:      conformance.Capabilities{MaxKeyLen: memlock.MaxKeyLen, Waiter: isWaiter, Inspector: isInspector},
+			Faults:    conformance.Faults{Crash: func(*testing.T, distlock.Locker) {}},
+		})
+	}
 }
 
 // TestMutants shows that the suite catches every mutant: each runs the suite in a
