@@ -1,0 +1,122 @@
+package etcdlock_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/internal/testenv"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// proxied is a conformance client: a Locker on its own clientv3.Client, which
+// reaches one member through its own fault proxy.
+type proxied struct {
+	cli   *clientv3.Client
+	proxy *faultproxy.Proxy
+}
+
+// harness makes conformance clients of the cluster whose members are members;
+// client i reaches member i mod len(members). pause and restart act on every member.
+type harness struct {
+	members []*testenv.Server
+	pause   func(t *testing.T)
+	resume  func(t *testing.T)
+	restart func(t *testing.T)
+
+	mu      sync.Mutex
+	next    int
+	clients map[*etcdlock.Locker]proxied
+}
+
+func (h *harness) newClient(t *testing.T) distlock.Locker {
+	h.mu.Lock()
+	member := h.members[h.next%len(h.members)]
+	h.next++
+	h.mu.Unlock()
+	p, err := faultproxy.New(member.Addr(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := newClient(t, []string{p.Addr()}, nil) // closed before the proxy (cleanups run last-in first-out)
+	t.Cleanup(func() { p.Close() })
+	t.Cleanup(func() { cli.Close() })
+	l := etcdlock.New(cli, &etcdlock.Options{Prefix: "conformance/", Owner: t.Name()})
+	h.mu.Lock()
+	h.clients[l] = proxied{cli, p}
+	h.mu.Unlock()
+	return l
+}
+
+func (h *harness) client(t *testing.T, l distlock.Locker) proxied {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c, ok := h.clients[l.(*etcdlock.Locker)]
+	if !ok {
+		t.Fatalf("harness: unknown client %p", l)
+	}
+	return c
+}
+
+func (h *harness) Harness() conformance.Harness {
+	h.clients = make(map[*etcdlock.Locker]proxied)
+	return conformance.Harness{
+		NewClient: h.newClient,
+		Caps: conformance.Capabilities{
+			// etcd leases have whole seconds, and these members' smallest is 1s
+			// (testenv.EtcdMinLeaseTTL).
+			MinTTL: testenv.EtcdMinLeaseTTL,
+			// The server checks lease expiry every 500ms, then deletes the key
+			// through raft.
+			Grace:     time.Second,
+			MaxKeyLen: etcdlock.MaxKeyLen,
+			Waiter:    true,
+			Inspector: true,
+		},
+		Faults: conformance.Faults{
+			// Close the client without revoking anything: the lease expires by its
+			// ttl on the server.
+			Crash: func(t *testing.T, l distlock.Locker) { h.client(t, l).cli.Close() },
+			Partition: func(t *testing.T, l distlock.Locker) func() {
+				p := h.client(t, l).proxy
+				p.Blackhole()
+				return p.Heal
+			},
+			Delay: func(t *testing.T, l distlock.Locker, d time.Duration) func() {
+				p := h.client(t, l).proxy
+				p.Delay(d)
+				return func() { p.Delay(0) }
+			},
+			PauseServer: func(t *testing.T) func() {
+				h.pause(t)
+				return func() { h.resume(t) }
+			},
+			RestartServer: h.restart,
+		},
+	}
+}
+
+func TestConformance(t *testing.T) {
+	h := &harness{
+		members: []*testenv.Server{etcdSrv},
+		pause:   func(t *testing.T) { etcdSrv.Pause(t) },
+		resume:  func(t *testing.T) { etcdSrv.Resume(t) },
+		restart: func(t *testing.T) { etcdSrv.Restart(t) },
+	}
+	conformance.Run(t, h.Harness())
+}
+
+func TestConformanceCluster(t *testing.T) {
+	c := etcdCluster
+	h := &harness{
+		members: c.Members,
+		pause:   func(t *testing.T) { c.Pause(t) },
+		resume:  func(t *testing.T) { c.Resume(t) },
+		restart: func(t *testing.T) { c.Restart(t) },
+	}
+	conformance.Run(t, h.Harness())
+}
