@@ -118,8 +118,8 @@ type Inspector interface {
 // it and cancels Held.Context at once instead of at the next renewal.
 type LossNotifier interface {
 	// Lost returns a channel that is closed when the backend knows that lease is
-	// lost. It may return nil when the backend cannot tell for this lease. The
-	// backend must not keep resources for the channel after the lease is unlocked,
-	// lost or expired.
+	// lost; it must not be closed while the lease is held, and it must be closed
+	// once the lease is unlocked through the same client (so watchers never leak).
+	// It returns an already closed channel for a lease that is not held.
 	Lost(lease Lease) <-chan struct{}
 }

@@ -35,3 +35,38 @@ func (s *suite) testInspector(t *testing.T) {
 	_, err = in.Inspect(s.opCtx(t), key)
 	expectNotHeld(t, err, rInspect, "Inspect after Unlock")
 }
+
+// testLossNotifier: when the client implements distlock.LossNotifier, Lost stays open
+// while the lease is held and closes once it is unlocked.
+func (s *suite) testLossNotifier(t *testing.T) {
+	a := s.client(t)
+	n, ok := a.(distlock.LossNotifier)
+	if !ok {
+		t.Log("backend is no LossNotifier: Hold learns of loss through Renew")
+		return
+	}
+	key := s.key(t)
+	la := s.lock(t, a, key, s.long, rNotify)
+	lost := n.Lost(la)
+	if lost == nil {
+		t.Fatalf("%s: Lost returned nil for a held lease", rNotify)
+	}
+	select {
+	case <-lost:
+		t.Fatalf("%s: Lost is closed while the lease is held", rNotify)
+	default:
+	}
+	s.unlock(t, a, la, rNotify)
+	timer := time.NewTimer(s.op)
+	defer timer.Stop()
+	select {
+	case <-lost:
+	case <-timer.C:
+		t.Fatalf("%s: Lost still open %v after Unlock", rNotify, s.op)
+	}
+	select {
+	case <-n.Lost(la):
+	case <-time.After(s.op):
+		t.Fatalf("%s: Lost of a lease that is not held is not closed", rNotify)
+	}
+}

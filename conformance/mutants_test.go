@@ -37,6 +37,7 @@ var mutants = []mutant{
 	{name: "no-ttl-validation", catch: "rule 7 (input)", broken: func() distlock.Locker { return &noTTLValidation{memlock.New()} }},
 	{name: "wait-sleeps-to-expiry", catch: "Waiter contract", broken: func() distlock.Locker { return &waitSleeps{memlock.New()} }},
 	{name: "ignores-cancelled-context", catch: "rule 6 (context)", broken: func() distlock.Locker { return &ignoresContext{memlock.New()} }},
+	{name: "lost-never-closes", catch: "LossNotifier contract", broken: func() distlock.Locker { return &lostNeverCloses{memlock.New()} }},
 	{name: "abandoned-attempt-kept", catch: "rule 5 (errors)", bugs: clientBugs{keepAbandoned: true}},
 	{name: "transport-error-as-locked", catch: "rule 5 (errors)", bugs: clientBugs{errAsLocked: true}},
 	{name: "renew-from-local-clock", catch: "rule 2 (owner check)", bugs: clientBugs{localRenew: true}},
@@ -339,3 +340,8 @@ func asciiLower(s string) string {
 	}
 	return string(b)
 }
+
+// lostNeverCloses hands out loss channels that nobody ever closes (a watcher leak).
+type lostNeverCloses struct{ *memlock.Locker }
+
+func (m *lostNeverCloses) Lost(distlock.Lease) <-chan struct{} { return make(chan struct{}) }

@@ -39,6 +39,7 @@ const (
 	rLease   = "Lease contract"
 	rWaiter  = "Waiter contract"
 	rInspect = "Inspector contract"
+	rNotify  = "LossNotifier contract"
 	rHarness = "harness"
 )
 
@@ -114,6 +115,7 @@ func Run(t *testing.T, h Harness) {
 	})
 	t.Run("Waiter", s.testWaiter)
 	t.Run("Inspector", s.testInspector)
+	t.Run("LossNotifier", s.testLossNotifier)
 	t.Run("Faults", func(t *testing.T) {
 		t.Run("PartitionedHolder", s.testPartitionedHolder)
 		t.Run("PausedServer", s.testPausedServer)
