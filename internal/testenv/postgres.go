@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +10,10 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,12 +28,171 @@ const EnvPostgresURL = "DISTLOCK_POSTGRES_URL"
 const postgresInitTimeout = 2 * time.Minute
 
 // A PostgresServer is a PostgreSQL server and the URL to connect to it.
+//
+// PostgreSQL's backends (one process per connection) run in sessions of their own
+// (setsid), out of reach of the signals that Server sends to its process group; so
+// PostgresServer's Pause, Resume, Kill, Restart and Stop also signal every process
+// that the postmaster forked.
 type PostgresServer struct {
 	*Server
 	// URL connects as the superuser postgres (trust authentication on loopback) to
 	// the database postgres: postgres://postgres@127.0.0.1:port/postgres?sslmode=disable.
 	// For an External server it is the value of DISTLOCK_POSTGRES_URL.
 	URL string
+
+	mu     sync.Mutex
+	paused []int // the postmaster's descendants that Pause stopped
+}
+
+// Pause stops the postmaster (Server.Pause) and every process it forked, and returns
+// once they are all stopped. Resume (or, if the test does not, a t.Cleanup) continues
+// them.
+func (s *PostgresServer) Pause(t testing.TB) {
+	t.Helper()
+	s.Server.Pause(t) // the postmaster first, so that it forks no more backends
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.paused) > 0 {
+		return
+	}
+	pids := descendants(s.Pid())
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err == nil {
+			s.paused = append(s.paused, pid)
+		}
+	}
+	t.Cleanup(func() {
+		if err := s.resumeBackends(); err != nil {
+			t.Errorf("testenv: resume %s after the test: %v", s, err)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range s.paused {
+		for !processStopped(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("testenv: pause %s: backend %d still running 10s after SIGSTOP", s, pid)
+			}
+			time.Sleep(time.Millisecond) // polling /proc; bounded by the deadline
+		}
+	}
+}
+
+// Resume continues the backends that Pause stopped, then the postmaster.
+func (s *PostgresServer) Resume(t testing.TB) {
+	t.Helper()
+	if err := s.resumeBackends(); err != nil {
+		t.Fatalf("testenv: resume %s: %v", s, err)
+	}
+	s.Server.Resume(t)
+}
+
+func (s *PostgresServer) resumeBackends() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for _, pid := range s.paused {
+		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil && !errors.Is(err, syscall.ESRCH) {
+			errs = append(errs, fmt.Errorf("SIGCONT %d: %w", pid, err))
+		}
+	}
+	s.paused = nil
+	return errors.Join(errs...)
+}
+
+// Kill kills the postmaster and every process it forked with SIGKILL, as a crash of
+// the machine's PostgreSQL would, and returns once the postmaster has exited.
+// Restart starts it again on the same data (crash recovery).
+func (s *PostgresServer) Kill(t testing.TB) {
+	t.Helper()
+	if s.External() {
+		s.Server.Kill(t) // fails the test
+		return
+	}
+	if err := s.resumeBackends(); err != nil {
+		t.Fatalf("testenv: kill %s: %v", s, err)
+	}
+	if pid := s.Pid(); pid > 0 {
+		// Stop the postmaster so that it forks nothing while its children die; once
+		// it is dead they could no longer be found (they are reparented).
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+		for _, c := range descendants(pid) {
+			_ = syscall.Kill(c, syscall.SIGKILL)
+		}
+	}
+	s.Server.Kill(t)
+}
+
+// Restart resumes the backends if paused, then restarts the server (fast shutdown,
+// then start on the same port and data).
+func (s *PostgresServer) Restart(t testing.TB) {
+	t.Helper()
+	if err := s.resumeBackends(); err != nil {
+		t.Fatalf("testenv: restart %s: %v", s, err)
+	}
+	s.Server.Restart(t)
+}
+
+// Stop resumes the backends if paused, then stops the server (fast shutdown).
+func (s *PostgresServer) Stop() error {
+	return errors.Join(s.resumeBackends(), s.Server.Stop())
+}
+
+// descendants returns the processes below pid (children, grandchildren, ...), read
+// from /proc.
+func descendants(pid int) []int {
+	if pid <= 0 {
+		return nil
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if pp, ok := parentOf(p); ok {
+			children[pp] = append(children[pp], p)
+		}
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// parentOf reads the parent pid of pid from /proc/pid/stat.
+func parentOf(pid int) (int, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// pid (comm) state ppid ...; comm may contain spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0, false
+	}
+	pp, err := strconv.Atoi(f[1])
+	return pp, err == nil
+}
+
+// processStopped reports whether every thread of pid is stopped, or pid is gone.
+func processStopped(pid int) bool {
+	state, _, ok := procStat("/proc/" + strconv.Itoa(pid) + "/stat")
+	return !ok || state == 'T' || state == 't' || state == 'Z' || state == 'X'
 }
 
 // Postgres returns a new PostgreSQL server on a free loopback port: a cluster made

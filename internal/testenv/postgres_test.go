@@ -62,19 +62,43 @@ func TestPostgres(t *testing.T) {
 		t.Fatalf("after Restart: %d rows, want 1", n)
 	}
 	pgExec(t, s.URL, "INSERT INTO testenv_t VALUES (2)")
+	// An idle connection keeps a backend alive through the Kill unless Kill kills
+	// it too; Restart then finds the old shared memory in use.
+	ctx0, cancel0 := context.WithTimeout(context.Background(), 10*time.Second)
+	idle, err := pgx.Connect(ctx0, s.URL)
+	cancel0()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close(context.Background())
 	s.Kill(t)
 	s.Restart(t)
 	if n := pgCount(t, s.URL); n != 2 {
 		t.Fatalf("after Kill and Restart: %d rows, want 2", n)
 	}
 
+	// A connection made before the pause has a backend of its own, which Pause must
+	// stop too.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	conn, err := pgx.Connect(ctx, s.URL)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
 	s.Pause(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	var one int
+	ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+	err = conn.QueryRow(ctx, "SELECT 1").Scan(&one)
+	cancel()
+	if err == nil {
+		t.Fatal("a paused PostgreSQL answered SELECT 1 on a connection made before the pause")
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
 	err = postgresQuery(ctx, s.URL, "SELECT 1", &one)
 	cancel()
 	if err == nil {
-		t.Fatal("a paused PostgreSQL answered SELECT 1")
+		t.Fatal("a paused PostgreSQL answered SELECT 1 on a new connection")
 	}
 	s.Resume(t)
 	if n := pgCount(t, s.URL); n != 2 {

@@ -1,0 +1,216 @@
+package sqllock
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// listenCloseTimeout bounds the clean close of a listening connection.
+const listenCloseTimeout = time.Second
+
+// Wait returns nil when key may be free: its lease was released (Unlock notified),
+// it expired, or it was free when Wait looked. It listens for the release
+// notifications first and only then reads the key's row, so that it cannot miss a
+// release between the two; it waits at most the holder's remaining ttl by the
+// database's clock. When ctx ends while the key is held it returns
+// errors.Join(distlock.ErrLocked, ctx.Err()). A nil return is a hint, not a lease:
+// call TryLock.
+func (l *PostgresLocker) Wait(ctx context.Context, key string) error {
+	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return errors.Join(distlock.ErrLocked, err)
+	}
+	kh, kb := keyHash(key), []byte(key)
+	w, err := l.ln.subscribe(ctx, hex.EncodeToString(kh))
+	if err != nil {
+		if ctx.Err() != nil {
+			return errors.Join(distlock.ErrLocked, ctx.Err())
+		}
+		return fmt.Errorf("sqllock: Wait %q: listen: %w", key, err)
+	}
+	defer l.ln.unsubscribe(w)
+
+	var h holder
+	var found bool
+	err = l.retry(ctx, func() error {
+		var err error
+		h, found, err = l.d.inspect(ctx, kh, kb)
+		return err
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return errors.Join(distlock.ErrLocked, ctx.Err())
+		}
+		return fmt.Errorf("sqllock: Wait %q: %w", key, err)
+	}
+	if !found {
+		return nil
+	}
+	// The row expires h.remaining after the database read its clock, which was
+	// after this point: waiting that long from here is never too short.
+	t := time.NewTimer(h.remaining)
+	defer t.Stop()
+	select {
+	case <-w.ch: // released, or the listening connection failed
+		return nil
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return errors.Join(distlock.ErrLocked, ctx.Err())
+	}
+}
+
+// A listener shares one listening connection among the concurrent Wait calls of a
+// PostgresLocker. The connection is opened by the first Wait and closed when the
+// last one returns, so that an idle Locker holds no connection and no goroutine.
+type listener struct {
+	pool    *pgxpool.Pool
+	channel string
+
+	mu  sync.Mutex
+	cur *listenConn // the connection new waiters join; nil when none
+}
+
+// A listenConn is one listening connection and the waiters that joined it.
+type listenConn struct {
+	ready   chan struct{} // closed once LISTEN took effect, or failed (err)
+	err     error         // set before ready is closed
+	cancel  context.CancelFunc
+	done    chan struct{}        // closed when run has returned
+	waiters map[*waiter]struct{} // guarded by listener.mu
+}
+
+// A waiter is one Wait call's subscription to the notifications of one key.
+type waiter struct {
+	payload string        // hex SHA-256 of the key
+	ch      chan struct{} // receives when the key is released or the connection failed
+	lc      *listenConn
+}
+
+func (w *waiter) wake() {
+	select {
+	case w.ch <- struct{}{}:
+	default:
+	}
+}
+
+// subscribe registers a waiter for payload and returns once the listening
+// connection it joined is listening.
+func (ln *listener) subscribe(ctx context.Context, payload string) (*waiter, error) {
+	ln.mu.Lock()
+	lc := ln.cur
+	if lc == nil {
+		lc = ln.start()
+		ln.cur = lc
+	}
+	w := &waiter{payload: payload, ch: make(chan struct{}, 1), lc: lc}
+	lc.waiters[w] = struct{}{}
+	ln.mu.Unlock()
+
+	select {
+	case <-lc.ready:
+		if lc.err != nil {
+			ln.unsubscribe(w)
+			return nil, lc.err
+		}
+		return w, nil
+	case <-ctx.Done():
+		ln.unsubscribe(w)
+		return nil, ctx.Err()
+	}
+}
+
+// unsubscribe removes w; the last waiter of a connection closes it and waits until
+// its goroutine has returned.
+func (ln *listener) unsubscribe(w *waiter) {
+	lc := w.lc
+	ln.mu.Lock()
+	delete(lc.waiters, w)
+	last := len(lc.waiters) == 0
+	if last && ln.cur == lc {
+		ln.cur = nil
+	}
+	ln.mu.Unlock()
+	if last {
+		lc.cancel()
+		<-lc.done
+	}
+}
+
+// start starts a listening connection; ln.mu is held.
+func (ln *listener) start() *listenConn {
+	ctx, cancel := context.WithCancel(context.Background())
+	lc := &listenConn{
+		ready:   make(chan struct{}),
+		cancel:  cancel,
+		done:    make(chan struct{}),
+		waiters: make(map[*waiter]struct{}),
+	}
+	go ln.run(ctx, lc)
+	return lc
+}
+
+// run opens a connection with the pool's settings, listens on the channel and
+// hands each notification to the waiters of its key until ctx is cancelled or the
+// connection fails; then it wakes every remaining waiter (it may have missed their
+// notification) and closes the connection.
+func (ln *listener) run(ctx context.Context, lc *listenConn) {
+	defer close(lc.done)
+	conn, err := pgx.ConnectConfig(ctx, ln.pool.Config().ConnConfig)
+	if err == nil {
+		_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{ln.channel}.Sanitize())
+	}
+	if err != nil {
+		lc.err = err
+		ln.retire(lc)
+		close(lc.ready)
+		if conn != nil {
+			closeConn(conn)
+		}
+		return
+	}
+	close(lc.ready)
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			break
+		}
+		ln.mu.Lock()
+		for w := range lc.waiters {
+			if w.payload == n.Payload {
+				w.wake()
+			}
+		}
+		ln.mu.Unlock()
+	}
+	ln.retire(lc)
+	closeConn(conn)
+}
+
+// retire stops new waiters from joining lc and wakes the ones it has.
+func (ln *listener) retire(lc *listenConn) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	if ln.cur == lc {
+		ln.cur = nil
+	}
+	for w := range lc.waiters {
+		w.wake()
+	}
+}
+
+func closeConn(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), listenCloseTimeout)
+	defer cancel()
+	_ = conn.Close(ctx)
+}

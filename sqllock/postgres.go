@@ -1,0 +1,165 @@
+package sqllock
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// A PostgresLocker is a Locker on PostgreSQL. It adds distlock.Waiter: Wait listens
+// (LISTEN) for the notification that Unlock sends (pg_notify, in the releasing
+// statement itself) on a connection of its own.
+type PostgresLocker struct {
+	*Locker
+	ln *listener
+}
+
+var _ distlock.Waiter = (*PostgresLocker)(nil)
+
+// NewPostgres returns a Locker whose leases are rows of a table in the PostgreSQL
+// database that pool connects to, and creates the table if it is missing. The pool
+// must stay open while the Locker is used; the Locker does not close it.
+//
+// Acquire is one INSERT ... ON CONFLICT DO UPDATE ... WHERE expired RETURNING fence
+// statement; expiry uses the database's now(). Wait opens one extra connection with
+// the pool's connection settings while any Wait call is in progress.
+func NewPostgres(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*PostgresLocker, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: NewPostgres: nil *pgxpool.Pool", distlock.ErrInvalid)
+	}
+	r, err := opts.resolve()
+	if err != nil {
+		return nil, err
+	}
+	d := newPGDialect(pool, r)
+	if err := d.createTable(ctx); err != nil {
+		return nil, fmt.Errorf("sqllock: create table %s: %w", r.name(), err)
+	}
+	return &PostgresLocker{
+		Locker: newLocker(d, r),
+		ln:     &listener{pool: pool, channel: d.channel},
+	}, nil
+}
+
+// pgDialect holds the statements for one table.
+type pgDialect struct {
+	pool                                     *pgxpool.Pool
+	owner                                    string
+	create, acquireSQL, renewSQL, inspectSQL string
+	releaseSQL                               string // also notifies the channel
+	channel                                  string // of the notifications
+}
+
+func newPGDialect(pool *pgxpool.Pool, r resolved) *pgDialect {
+	t := r.quoted(`"`)
+	sum := sha256.Sum256([]byte(r.name()))
+	return &pgDialect{
+		pool:    pool,
+		owner:   r.owner,
+		channel: "distlock_" + hex.EncodeToString(sum[:8]),
+		create: `CREATE TABLE IF NOT EXISTS ` + t + ` (
+	key_hash bytea PRIMARY KEY,
+	lock_key bytea NOT NULL,
+	token bytea NOT NULL,
+	fence bigint NOT NULL,
+	expires_at timestamptz NOT NULL,
+	owner text NOT NULL
+)`,
+		// now() is the start of the statement's transaction: this statement alone.
+		acquireSQL: `INSERT INTO ` + t + ` AS t (key_hash, lock_key, token, fence, expires_at, owner)
+VALUES ($1, $2, $3, 1, now() + $4::bigint * interval '1 microsecond', $5)
+ON CONFLICT (key_hash) DO UPDATE
+SET token = excluded.token, fence = t.fence + 1, expires_at = excluded.expires_at, owner = excluded.owner
+WHERE t.expires_at <= now() AND t.lock_key = excluded.lock_key
+RETURNING t.fence`,
+		renewSQL: `UPDATE ` + t + ` SET expires_at = now() + $4::bigint * interval '1 microsecond'
+WHERE key_hash = $1 AND lock_key = $2 AND token = $3 AND expires_at > now()`,
+		// pg_notify is volatile, so it runs once per released row; the notification
+		// is delivered when the statement commits.
+		releaseSQL: `WITH u AS (
+	UPDATE ` + t + ` SET expires_at = now()
+	WHERE key_hash = $1 AND lock_key = $2 AND token = $3 AND expires_at > now()
+	RETURNING 1
+)
+SELECT count(*) FROM (SELECT pg_notify($4, $5) FROM u) AS n`,
+		inspectSQL: `SELECT fence, owner, (EXTRACT(EPOCH FROM expires_at - now()) * 1000000)::bigint
+FROM ` + t + ` WHERE key_hash = $1 AND lock_key = $2 AND expires_at > now()`,
+	}
+}
+
+func (d *pgDialect) createTable(ctx context.Context) error {
+	var err error
+	for range maxAttempts {
+		if _, err = d.pool.Exec(ctx, d.create); err == nil {
+			return nil
+		}
+		// Two concurrent CREATE TABLE IF NOT EXISTS may collide on the catalog's
+		// unique index; the second then finds the table.
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || (pe.Code != "23505" && pe.Code != "42P07") {
+			return err
+		}
+	}
+	return err
+}
+
+func (d *pgDialect) acquire(ctx context.Context, kh, key, token []byte, ttl time.Duration) (int64, bool, error) {
+	var fence int64
+	err := d.pool.QueryRow(ctx, d.acquireSQL, kh, key, token, micros(ttl), d.owner).Scan(&fence)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return fence, true, nil
+}
+
+func (d *pgDialect) renew(ctx context.Context, kh, key, token []byte, ttl time.Duration) (bool, error) {
+	tag, err := d.pool.Exec(ctx, d.renewSQL, kh, key, token, micros(ttl))
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+func (d *pgDialect) release(ctx context.Context, kh, key, token []byte) (bool, error) {
+	var n int64
+	if err := d.pool.QueryRow(ctx, d.releaseSQL, kh, key, token, d.channel, hex.EncodeToString(kh)).Scan(&n); err != nil {
+		return false, err
+	}
+	return n == 1, nil
+}
+
+func (d *pgDialect) inspect(ctx context.Context, kh, key []byte) (holder, bool, error) {
+	var h holder
+	var us int64
+	err := d.pool.QueryRow(ctx, d.inspectSQL, kh, key).Scan(&h.fence, &h.owner, &us)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return h, false, nil
+	}
+	if err != nil {
+		return h, false, err
+	}
+	h.remaining = time.Duration(us) * time.Microsecond
+	return h, true, nil
+}
+
+func (d *pgDialect) retryable(err error) bool {
+	var pe *pgconn.PgError
+	// serialization_failure, deadlock_detected
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+func (d *pgDialect) definite(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) || pgconn.SafeToRetry(err)
+}
