@@ -1,0 +1,167 @@
+package etcdlock_test
+
+// Benchmarks of etcdlock against go.etcd.io/etcd/client/v3/concurrency.Mutex on the
+// single-member etcd of TestMain. Besides ns/op they report rtt/op: the requests
+// (unary calls and stream messages) that all clients sent, per acquisition. Run:
+//
+//	go test -run '^$' -bench . -benchtime 200x ./etcdlock
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+const benchTTL = 10 * time.Second
+
+// BenchmarkUncontended: one client acquires and releases a free key.
+func BenchmarkUncontended(b *testing.B) {
+	ctx := context.Background()
+	endpoints := []string{etcdSrv.Addr()}
+	b.Run("etcdlock", func(b *testing.B) {
+		var c rttCounter
+		l := etcdlock.New(newClient(b, endpoints, &c), nil)
+		key := "bench-" + distlock.NewToken()
+		runUncontended(b, &c, func() {
+			lease, err := l.TryLock(ctx, key, benchTTL)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Unlock(ctx, lease); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	// A session (lease) per acquisition: the same lifetime as an etcdlock lease.
+	b.Run("mutex-session-per-lock", func(b *testing.B) {
+		var c rttCounter
+		cli := newClient(b, endpoints, &c)
+		pfx := "bench-mutex-" + distlock.NewToken()
+		runUncontended(b, &c, func() {
+			s, err := concurrency.NewSession(cli, concurrency.WithTTL(int(benchTTL/time.Second)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			m := concurrency.NewMutex(s, pfx)
+			if err := m.TryLock(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := m.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	// One long-lived session: the lease is shared by every acquisition, kept
+	// alive in the background.
+	b.Run("mutex-shared-session", func(b *testing.B) {
+		var c rttCounter
+		cli := newClient(b, endpoints, &c)
+		s, err := concurrency.NewSession(cli, concurrency.WithTTL(int(benchTTL/time.Second)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		m := concurrency.NewMutex(s, "bench-mutex-"+distlock.NewToken())
+		runUncontended(b, &c, func() {
+			if err := m.TryLock(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := m.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+}
+
+func runUncontended(b *testing.B, c *rttCounter, op func()) {
+	before, n := c.Load(), 0
+	for b.Loop() {
+		op()
+		n++
+	}
+	b.ReportMetric(float64(c.Load()-before)/float64(n), "rtt/op")
+}
+
+// BenchmarkContended16: 16 clients, each its own connection and session, take turns
+// on one key; each waits for the key (distlock.Lock through Wait, Mutex.Lock through
+// its queue) and releases it at once. An op is one acquisition.
+func BenchmarkContended16(b *testing.B) {
+	const waiters = 16
+	ctx := context.Background()
+	endpoints := []string{etcdSrv.Addr()}
+	b.Run("etcdlock", func(b *testing.B) {
+		var c rttCounter
+		key := "bench-" + distlock.NewToken()
+		ls := make([]*etcdlock.Locker, waiters)
+		for i := range ls {
+			ls[i] = etcdlock.New(newClient(b, endpoints, &c), nil)
+		}
+		runContended(b, &c, waiters, func(i int) {
+			lease, err := distlock.Lock(ctx, ls[i], key, benchTTL, nil)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if err := ls[i].Unlock(ctx, lease); err != nil {
+				b.Error(err)
+			}
+		})
+	})
+	b.Run("mutex", func(b *testing.B) {
+		var c rttCounter
+		pfx := "bench-mutex-" + distlock.NewToken()
+		ms := make([]*concurrency.Mutex, waiters)
+		for i := range ms {
+			s, err := concurrency.NewSession(newClient(b, endpoints, &c), concurrency.WithTTL(int(benchTTL/time.Second)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { s.Close() })
+			ms[i] = concurrency.NewMutex(s, pfx)
+		}
+		runContended(b, &c, waiters, func(i int) {
+			if err := ms[i].Lock(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+			if err := ms[i].Unlock(ctx); err != nil {
+				b.Error(err)
+			}
+		})
+	})
+}
+
+// runContended runs op (one acquisition and release by waiter i) from waiters
+// goroutines until b.N acquisitions are done. Besides rtt/op it reports
+// max-share: the most acquisitions one waiter made, as a multiple of a fair share
+// (1 is perfectly fair; waiters is one waiter taking every turn).
+func runContended(b *testing.B, c *rttCounter, waiters int, op func(i int)) {
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	counts := make([]int, waiters)
+	var wg sync.WaitGroup
+	before := c.Load()
+	b.ResetTimer()
+	for i := range waiters {
+		wg.Go(func() {
+			for left.Add(-1) >= 0 && !b.Failed() {
+				op(i)
+				counts[i]++
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(c.Load()-before)/float64(b.N), "rtt/op")
+	b.ReportMetric(float64(slices.Max(counts))*float64(waiters)/float64(b.N), "max-share")
+}

@@ -1,0 +1,495 @@
+package etcdlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/internal/faultproxy"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// poll calls f every 20ms until it returns true or d passes.
+func poll(t *testing.T, d time.Duration, f func() bool) bool {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !f() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-t.Context().Done():
+			return false
+		}
+	}
+	return true
+}
+
+func TestKeyEncoding(t *testing.T) {
+	l := etcdlock.New(nil, &etcdlock.Options{Prefix: "app"})
+	if got := l.EtcdKey("a/b%c\x00d ключ"); got != "app/a%2Fb%25c%00d ключ" {
+		t.Fatalf("EtcdKey = %q", got)
+	}
+	keys := []string{"a", "A", "a/b", "a%2Fb", "a%2fb", "a%252Fb", "a/", "/a", "a\x00", "a%00", "%", "%25", "\x7f", "%7F", "\xff"}
+	seen := make(map[string]string)
+	for _, k := range keys {
+		ek := l.EtcdKey(k)
+		if !strings.HasPrefix(ek, "app/") || strings.Contains(ek[len("app/"):], "/") {
+			t.Errorf("EtcdKey(%q) = %q: not one segment under the prefix", k, ek)
+		}
+		if other, ok := seen[ek]; ok {
+			t.Errorf("keys %q and %q both map to %q", other, k, ek)
+		}
+		seen[ek] = k
+	}
+	// A nil client is an invalid argument that every call reports.
+	_, err := l.TryLock(t.Context(), "k", time.Second)
+	if !errors.Is(err, distlock.ErrInvalid) || !strings.Contains(err.Error(), "nil") {
+		t.Fatalf("TryLock on a Locker with a nil client: %v", err)
+	}
+	l = etcdlock.New(newClient(t, []string{etcdSrv.Addr()}, nil), &etcdlock.Options{CleanupTimeout: -time.Second})
+	if err := l.Unlock(t.Context(), distlock.Lease{Key: "k", Token: distlock.NewToken(), Fence: 1}); !errors.Is(err, distlock.ErrInvalid) || !strings.Contains(err.Error(), "CleanupTimeout") {
+		t.Fatalf("Unlock on a Locker with a negative CleanupTimeout: %v", err)
+	}
+}
+
+// TestRoundTrips pins the number of requests each call sends to the server.
+func TestRoundTrips(t *testing.T) {
+	var c rttCounter
+	l := etcdlock.New(newClient(t, []string{etcdSrv.Addr()}, &c), nil)
+	other := etcdlock.New(newClient(t, []string{etcdSrv.Addr()}, nil), nil)
+	key := "rtt-" + distlock.NewToken()
+	count := func(what string, want int64, f func() error) {
+		t.Helper()
+		before := c.Load()
+		if err := f(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got := c.Load() - before; got != want {
+			t.Errorf("%s took %d round trips, want %d", what, got, want)
+		}
+	}
+	var lease distlock.Lease
+	count("TryLock of a free key", 2, func() (err error) {
+		lease, err = l.TryLock(ctxFor(t, 5*time.Second), key, 3*time.Second)
+		return err
+	})
+	count("Renew with the same ttl", 2, func() (err error) {
+		lease, err = l.Renew(ctxFor(t, 5*time.Second), lease, 3*time.Second)
+		return err
+	})
+	count("Renew with another ttl", 4, func() (err error) {
+		lease, err = l.Renew(ctxFor(t, 5*time.Second), lease, 5*time.Second)
+		return err
+	})
+	count("Inspect", 2, func() error {
+		_, err := l.Inspect(ctxFor(t, 5*time.Second), key)
+		return err
+	})
+	count("TryLock of a held key", 3, func() error {
+		if _, err := l.TryLock(ctxFor(t, 5*time.Second), key, time.Second); !errors.Is(err, distlock.ErrLocked) {
+			return fmt.Errorf("got %v, want ErrLocked", err)
+		}
+		return nil
+	})
+	woke := make(chan error, 1)
+	before := c.Load()
+	go func() {
+		woke <- l.Wait(ctxFor(t, 10*time.Second), key)
+	}()
+	// Any Locker with the lease may unlock it; other does, so that c counts Wait's
+	// requests only.
+	if err := other.Unlock(ctxFor(t, 5*time.Second), lease); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-woke; err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if got := c.Load() - before; got > 3 {
+		t.Errorf("Wait took %d round trips, want at most 3 (Range, LeaseTimeToLive, Watch)", got)
+	}
+	lease, err := l.TryLock(ctxFor(t, 5*time.Second), key, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count("Unlock", 2, func() error { return l.Unlock(ctxFor(t, 5*time.Second), lease) })
+}
+
+// leaseOf returns the ID and granted TTL of the etcd lease that holds key.
+func leaseOf(t *testing.T, cli *clientv3.Client, l *etcdlock.Locker, key string) (clientv3.LeaseID, int64) {
+	t.Helper()
+	get, err := cli.Get(ctxFor(t, 5*time.Second), l.EtcdKey(key))
+	if err != nil || len(get.Kvs) != 1 {
+		t.Fatalf("get %q: %v, %d keys", l.EtcdKey(key), err, len(get.Kvs))
+	}
+	id := clientv3.LeaseID(get.Kvs[0].Lease)
+	ttl, err := cli.TimeToLive(ctxFor(t, 5*time.Second), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, ttl.GrantedTTL
+}
+
+// TestRenewOtherTTL: Renew with a ttl of other whole seconds moves the key to a lease
+// of that ttl and revokes the old lease; Key, Token and Fence stay.
+func TestRenewOtherTTL(t *testing.T) {
+	cli := newClient(t, []string{etcdSrv.Addr()}, nil)
+	l := etcdlock.New(cli, nil)
+	key := "renew-ttl-" + distlock.NewToken()
+	la, err := l.TryLock(ctxFor(t, 5*time.Second), key, 1500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, granted := leaseOf(t, cli, l, key)
+	if granted != 2 {
+		t.Fatalf("a ttl of 1.5s got a lease of %ds, want 2s", granted)
+	}
+	for _, c := range []struct {
+		ttl  time.Duration
+		want int64
+	}{{10 * time.Second, 10}, {1800 * time.Millisecond, 2}, {time.Second, 1}} {
+		start := time.Now()
+		next, err := l.Renew(ctxFor(t, 5*time.Second), la, c.ttl)
+		if err != nil {
+			t.Fatalf("Renew(%v): %v", c.ttl, err)
+		}
+		if next.Key != la.Key || next.Token != la.Token || next.Fence != la.Fence {
+			t.Fatalf("Renew(%v) changed the lease's identity: %+v -> %+v", c.ttl, la, next)
+		}
+		returned := time.Now()
+		if tolerance := max(returned.Sub(start)/2, time.Millisecond); next.Expires.After(start.Add(c.ttl+tolerance)) || !next.Expires.After(returned) {
+			t.Fatalf("Renew(%v): Expires %v from the renewal's start", c.ttl, next.Expires.Sub(start))
+		}
+		id, granted := leaseOf(t, cli, l, key)
+		if granted != c.want {
+			t.Fatalf("after Renew(%v) the key's lease has a TTL of %ds, want %d", c.ttl, granted, c.want)
+		}
+		if id == first {
+			t.Fatalf("Renew(%v) did not move the key to a new lease", c.ttl)
+		}
+		if ttl, err := cli.TimeToLive(ctxFor(t, 5*time.Second), first); err != nil || ttl.TTL != -1 {
+			t.Fatalf("the old lease %x after the move: TTL %v, %v; want it revoked", first, ttl, err)
+		}
+		first, la = id, next
+	}
+	if err := l.Unlock(ctxFor(t, 5*time.Second), la); err != nil {
+		t.Fatal(err)
+	}
+	if ttl, err := cli.TimeToLive(ctxFor(t, 5*time.Second), first); err != nil || ttl.TTL != -1 {
+		t.Fatalf("the lease after Unlock: TTL %v, %v; want it revoked", ttl, err)
+	}
+}
+
+// TestPartitionedHolder: the holder's traffic is blackholed; its lease expires on the
+// server, another client acquires after the ttl with a larger fence, and once the
+// partition heals the holder's Renew gives ErrNotHeld and its Lost channel closes.
+func TestPartitionedHolder(t *testing.T) {
+	p, err := faultproxy.New(etcdSrv.Addr(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	a := etcdlock.New(newClient(t, []string{p.Addr()}, nil), &etcdlock.Options{Owner: "a"})
+	b := etcdlock.New(newClient(t, []string{etcdSrv.Addr()}, nil), &etcdlock.Options{Owner: "b"})
+	key := "partition-" + distlock.NewToken()
+	const ttl = 2 * time.Second
+	la, err := a.TryLock(ctxFor(t, 5*time.Second), key, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := a.Lost(la)
+	if lost == nil {
+		t.Fatal("Lost returned nil for a held lease")
+	}
+	h, err := b.Inspect(ctxFor(t, 5*time.Second), key)
+	if err != nil || h.Owner != "a" || h.Fence != la.Fence {
+		t.Fatalf("Inspect: %+v, %v", h, err)
+	}
+
+	p.Blackhole()
+	if _, err := a.Renew(ctxFor(t, 500*time.Millisecond), la, ttl); err == nil || errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("Renew through the partition: %v; want a transport error", err)
+	}
+	var lb distlock.Lease
+	var acquired time.Time
+	if !poll(t, ttl+3*time.Second, func() bool {
+		lb, err = b.TryLock(ctxFor(t, 2*time.Second), key, 10*time.Second)
+		acquired = time.Now()
+		if err != nil && !errors.Is(err, distlock.ErrLocked) {
+			t.Fatalf("TryLock by b: %v", err)
+		}
+		return err == nil
+	}) {
+		t.Fatalf("b could not acquire %v after the partitioned holder's ttl", ttl+3*time.Second)
+	}
+	if acquired.Before(la.Expires) {
+		t.Fatalf("b acquired %v before the holder's Expires", la.Expires.Sub(acquired))
+	}
+	if lb.Fence <= la.Fence {
+		t.Fatalf("fence %d after the partition is not above %d", lb.Fence, la.Fence)
+	}
+	select {
+	case <-lost:
+		t.Fatal("Lost closed while the holder was partitioned (it cannot have heard)")
+	default:
+	}
+
+	p.Heal()
+	var renewErr error
+	if !poll(t, 10*time.Second, func() bool {
+		_, renewErr = a.Renew(ctxFor(t, 2*time.Second), la, ttl)
+		if renewErr == nil {
+			t.Fatal("the partitioned holder's Renew succeeded after another client acquired")
+		}
+		return errors.Is(renewErr, distlock.ErrNotHeld)
+	}) {
+		t.Fatalf("the holder's Renew after healing: %v; want ErrNotHeld", renewErr)
+	}
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Lost not closed 10s after the partition healed")
+	}
+	if err := a.Unlock(ctxFor(t, 5*time.Second), la); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("the stale holder's Unlock: %v; want ErrNotHeld", err)
+	}
+	if err := b.Unlock(ctxFor(t, 5*time.Second), lb); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHoldLostOnRevoke: a Held lease whose etcd lease is revoked behind its back (an
+// operator, a server that lost it) is reported lost at once through LossNotifier, long
+// before its ttl.
+func TestHoldLostOnRevoke(t *testing.T) {
+	cli := newClient(t, []string{etcdSrv.Addr()}, nil)
+	l := etcdlock.New(cli, nil)
+	key := "hold-" + distlock.NewToken()
+	lease, err := l.TryLock(ctxFor(t, 5*time.Second), key, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := distlock.Hold(t.Context(), l, lease, &distlock.HoldOptions{TTL: 30 * time.Second})
+	defer held.Release(context.Background())
+	id, _ := leaseOf(t, cli, l, key)
+	revoked := time.Now()
+	if _, err := cli.Revoke(ctxFor(t, 5*time.Second), id); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-held.Context().Done():
+		if !errors.Is(context.Cause(held.Context()), distlock.ErrNotHeld) {
+			t.Fatalf("Held.Context cancelled with %v, want ErrNotHeld", context.Cause(held.Context()))
+		}
+		t.Logf("loss noticed %v after the revoke", time.Since(revoked))
+	case <-time.After(5 * time.Second):
+		t.Fatal("Hold did not notice within 5s that the lease was revoked")
+	}
+
+	// Lost of a released lease closes, and of one never issued is nil.
+	lease, err = l.TryLock(ctxFor(t, 5*time.Second), key, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := l.Lost(lease)
+	if l.Lost(lease) != lost {
+		t.Fatal("two Lost calls for one lease returned different channels")
+	}
+	if err := l.Unlock(ctxFor(t, 5*time.Second), lease); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lost not closed 5s after Unlock")
+	}
+	if ch := l.Lost(distlock.Lease{Key: key, Token: "x", Fence: 1}); ch != nil {
+		t.Fatal("Lost of a forged lease is not nil")
+	}
+}
+
+// TestLeaderKill kills the cluster's leader in the middle of a contention run: no two
+// holders overlap, fences increase, and locks are acquired after the election.
+func TestLeaderKill(t *testing.T) {
+	c := etcdCluster
+	ctx := ctxFor(t, 3*time.Minute)
+	leader, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	t.Cleanup(func() {
+		if killed {
+			leader.Restart(t) // rejoins; the next tests use the whole cluster again
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if _, err := c.WaitLeader(ctx); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+
+	const clients, goroutines, nkeys, afterKill = 6, 2, 2, 30
+	const ttl = 2 * time.Second
+	var keys [nkeys]string
+	for i := range keys {
+		keys[i] = "leader-kill-" + distlock.NewToken()
+	}
+	var (
+		mu       sync.Mutex
+		history  []conformance.Acquisition
+		failures []error
+		counters [nkeys]atomic.Int64
+		total    atomic.Int64
+		after    atomic.Int64 // acquisitions that started after the kill
+		killedAt atomic.Pointer[time.Time]
+		kill     = make(chan struct{})
+		enough   = make(chan struct{})
+		wg       sync.WaitGroup
+	)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	for i := range clients {
+		l := etcdlock.New(newClient(t, c.Endpoints(), nil), &etcdlock.Options{Owner: fmt.Sprint("client-", i)})
+		for g := range goroutines {
+			wg.Go(func() {
+				for r := 0; runCtx.Err() == nil; r++ {
+					k := (i + g + r) % nkeys
+					actx, cancel := context.WithTimeout(runCtx, 30*time.Second)
+					lease, start, acquired, err := acquire(actx, l, keys[k], ttl)
+					cancel()
+					first := lease.Expires
+					if err != nil {
+						if runCtx.Err() == nil {
+							mu.Lock()
+							failures = append(failures, fmt.Errorf("Lock(%q): %w", keys[k], err))
+							mu.Unlock()
+						}
+						return
+					}
+					v := counters[k].Load()
+					runtime.Gosched()
+					counters[k].Store(v + 1)
+					if r%2 == 1 {
+						if next, err := l.Renew(runCtx, lease, ttl); err == nil {
+							lease = next
+						}
+					}
+					end := time.Now()
+					if end.After(lease.Expires) {
+						end = lease.Expires
+					}
+					uctx, ucancel := context.WithTimeout(context.WithoutCancel(runCtx), 5*time.Second)
+					_ = l.Unlock(uctx, lease) // may fail while the leader is gone: the lease then expires
+					ucancel()
+					mu.Lock()
+					history = append(history, conformance.Acquisition{Key: keys[k], Fence: lease.Fence, Token: lease.Token,
+						Start: start, Acquired: acquired, End: end, Expires: first, TTL: ttl})
+					mu.Unlock()
+					if n := total.Add(1); n == 20 {
+						close(kill)
+					}
+					if at := killedAt.Load(); at != nil && start.After(*at) {
+						if after.Add(1) == afterKill {
+							close(enough)
+						}
+					}
+				}
+			})
+		}
+	}
+	select {
+	case <-kill:
+	case <-ctx.Done():
+		stop()
+		wg.Wait()
+		t.Fatalf("only %d acquisitions before the kill; failures: %v", total.Load(), failures)
+	}
+	leader.Kill(t)
+	killed = true
+	now := time.Now()
+	killedAt.Store(&now)
+	next, err := c.WaitLeader(ctxFor(t, 30*time.Second))
+	if err != nil {
+		stop()
+		wg.Wait()
+		t.Fatal(err)
+	}
+	t.Logf("killed leader %s after %d acquisitions; %s leads after %v", leader, total.Load(), next, time.Since(now))
+	select {
+	case <-enough:
+	case <-time.After(90 * time.Second):
+		t.Errorf("only %d acquisitions in 90s after the leader was killed", after.Load())
+	}
+	stop()
+	wg.Wait()
+
+	for _, err := range failures {
+		t.Error(err)
+	}
+	for _, err := range conformance.CheckHistory(history) {
+		t.Error(err)
+	}
+	for k := range keys {
+		var n int64
+		for _, a := range history {
+			if a.Key == keys[k] {
+				n++
+			}
+		}
+		if got := counters[k].Load(); got != n {
+			t.Errorf("key %q: an unguarded counter reads %d after %d acquisitions (overlapping holders)", keys[k], got, n)
+		}
+	}
+	t.Logf("%d acquisitions, %d of them started after the kill", len(history), after.Load())
+
+	// A new client of the surviving members locks and unlocks at once.
+	l := etcdlock.New(newClient(t, c.Endpoints(), nil), nil)
+	lease, err := l.TryLock(ctxFor(t, 10*time.Second), "after-election-"+distlock.NewToken(), ttl)
+	if err != nil {
+		t.Fatalf("TryLock after the election: %v", err)
+	}
+	if err := l.Unlock(ctxFor(t, 10*time.Second), lease); err != nil {
+		t.Fatalf("Unlock after the election: %v", err)
+	}
+}
+
+// acquire retries TryLock until it succeeds or ctx ends: through Wait while the key
+// is held, after a short pause on other errors (a leader election). It returns the
+// successful attempt's start and return times.
+func acquire(ctx context.Context, l *etcdlock.Locker, key string, ttl time.Duration) (lease distlock.Lease, start, returned time.Time, err error) {
+	for {
+		start = time.Now()
+		lease, err = l.TryLock(ctx, key, ttl)
+		returned = time.Now()
+		if err == nil || ctx.Err() != nil {
+			return lease, start, returned, err
+		}
+		if errors.Is(err, distlock.ErrLocked) {
+			wctx, cancel := context.WithTimeout(ctx, time.Second)
+			_ = l.Wait(wctx, key)
+			cancel()
+			continue
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
+}
