@@ -92,6 +92,7 @@ func keyHash(key string) []byte {
 // increments its fence. It returns an error wrapping distlock.ErrLocked when another
 // lease holds key. Keys are opaque bytes of 1 to MaxKeyLen bytes.
 func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	start := time.Now() // first: Expires must not count from later than the caller's start
 	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
 		return distlock.Lease{}, err
 	}
@@ -103,7 +104,6 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 	}
 	token := distlock.NewToken()
 	kh, kb, tb := keyHash(key), []byte(key), []byte(token)
-	start := time.Now()
 	var fence int64
 	var won bool
 	err := l.retry(ctx, func() error {
@@ -148,6 +148,7 @@ func (l *Locker) cleanup(ctx context.Context, kh, key, token []byte) {
 // returns an error wrapping distlock.ErrNotHeld when the lease expired, was released
 // or another lease holds the key.
 func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
+	start := time.Now()
 	if err := distlock.ValidateLease(lease); err != nil {
 		return distlock.Lease{}, err
 	}
@@ -161,7 +162,6 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 		return distlock.Lease{}, fmt.Errorf("sqllock: Renew %q: %w", lease.Key, err)
 	}
 	kh, kb, tb := keyHash(lease.Key), []byte(lease.Key), []byte(lease.Token)
-	start := time.Now()
 	var held bool
 	err := l.retry(ctx, func() error {
 		var err error
@@ -211,6 +211,7 @@ func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
 // distlock.ErrNotHeld when key is free. Holder.Expires is the local time at which the
 // row expires by the database's clock, estimated from a time taken before the query.
 func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, error) {
+	start := time.Now()
 	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
 		return distlock.Holder{}, err
 	}
@@ -218,7 +219,6 @@ func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, erro
 		return distlock.Holder{}, fmt.Errorf("sqllock: Inspect %q: %w", key, err)
 	}
 	kh, kb := keyHash(key), []byte(key)
-	start := time.Now()
 	var h holder
 	var found bool
 	err := l.retry(ctx, func() error {
