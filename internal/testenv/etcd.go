@@ -56,16 +56,18 @@ const etcdHTTPTimeout = 2 * time.Second
 // 3.6 or newer. The error wraps ErrNotInstalled when the binary is missing.
 func EtcdBin() (string, error) {
 	bin := os.Getenv(EnvEtcdBin)
+	where := EnvEtcdBin + "=" + bin
 	if bin == "" {
 		cache, err := os.UserCacheDir()
 		if err != nil {
 			return "", fmt.Errorf("testenv: etcd: no cache directory (%v): %w", err, ErrNotInstalled)
 		}
 		bin = filepath.Join(cache, "distlock", "etcd-"+EtcdVersion, "etcd")
+		where = bin + ", where scripts/build-etcd.sh builds it"
 	}
 	fi, err := os.Stat(bin)
 	if err != nil || !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("testenv: etcd %s not found at %s (scripts/build-etcd.sh builds it there): %w", EtcdVersion, bin, ErrNotInstalled)
+		return "", fmt.Errorf("testenv: etcd %s not found (%s): %w", EtcdVersion, where, ErrNotInstalled)
 	}
 	if err := checkEtcdVersion(bin); err != nil {
 		return "", err
