@@ -1,0 +1,223 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/internal/testenv"
+	"github.com/distlock/distlock/redislock"
+)
+
+// A testClient is one Locker of a harness with what its faults need: its go-redis
+// client and the fault proxies (one per server) that all its connections go through.
+type testClient struct {
+	client  redis.UniversalClient
+	proxies []*faultproxy.Proxy
+}
+
+// registry maps the Lockers a harness made to their testClients.
+type registry struct {
+	mu      sync.Mutex
+	clients map[distlock.Locker]*testClient
+}
+
+func (r *registry) add(l distlock.Locker, c *testClient) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.clients == nil {
+		r.clients = make(map[distlock.Locker]*testClient)
+	}
+	r.clients[l] = c
+}
+
+func (r *registry) get(t *testing.T, l distlock.Locker) *testClient {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.clients[l]
+	if c == nil {
+		t.Fatalf("harness: Locker %p was not made by this harness", l)
+	}
+	return c
+}
+
+// proxies starts one fault proxy in front of each address, closed at t's cleanup,
+// and returns them with a map from server address to proxy address.
+func proxies(t *testing.T, addrs []string) ([]*faultproxy.Proxy, map[string]string) {
+	t.Helper()
+	ps := make([]*faultproxy.Proxy, len(addrs))
+	route := make(map[string]string, len(addrs))
+	for i, a := range addrs {
+		p, err := faultproxy.New(a, nil)
+		if err != nil {
+			t.Fatalf("harness: faultproxy.New(%s): %v", a, err)
+		}
+		t.Cleanup(func() { _ = p.Close() })
+		ps[i] = p
+		route[a] = p.Addr()
+	}
+	return ps, route
+}
+
+// routeDialer dials through the proxy that route names for each server address, so
+// that every connection a client opens (including those to Cluster nodes it learns of
+// from the server) passes through the client's own proxies.
+func routeDialer(route map[string]string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if p, ok := route[addr]; ok {
+			addr = p
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+}
+
+// harness returns a Harness whose clients come from newClient, with Crash,
+// Partition and Delay acting on each client's proxies, and PauseServer and
+// RestartServer on servers.
+func harness(servers []*testenv.Server, newClient func(t *testing.T, route map[string]string) redis.UniversalClient, afterRestart func(t *testing.T)) conformance.Harness {
+	reg := &registry{}
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = s.Addr()
+	}
+	return conformance.Harness{
+		NewClient: func(t *testing.T) distlock.Locker {
+			ps, route := proxies(t, addrs)
+			c := newClient(t, route)
+			// Registered after the proxies' cleanups, so it runs before them.
+			t.Cleanup(func() { _ = c.Close() })
+			warmUp(t, c)
+			l := redislock.New(c, nil)
+			reg.add(l, &testClient{client: c, proxies: ps})
+			return l
+		},
+		Caps: conformance.Capabilities{
+			MaxKeyLen: redislock.DefaultMaxKeyLen,
+			Waiter:    true,
+			Inspector: true,
+		},
+		Faults: conformance.Faults{
+			Crash: func(t *testing.T, l distlock.Locker) {
+				_ = reg.get(t, l).client.Close()
+			},
+			Partition: func(t *testing.T, l distlock.Locker) func() {
+				tc := reg.get(t, l)
+				for _, p := range tc.proxies {
+					p.Blackhole()
+				}
+				return func() {
+					for _, p := range tc.proxies {
+						p.Heal()
+					}
+				}
+			},
+			Delay: func(t *testing.T, l distlock.Locker, d time.Duration) func() {
+				tc := reg.get(t, l)
+				for _, p := range tc.proxies {
+					p.Delay(d)
+				}
+				return func() {
+					for _, p := range tc.proxies {
+						p.Delay(0)
+					}
+				}
+			},
+			PauseServer: func(t *testing.T) func() {
+				for _, s := range servers {
+					s.Pause(t)
+				}
+				return func() {
+					for _, s := range servers {
+						s.Resume(t)
+					}
+				}
+			},
+			RestartServer: func(t *testing.T) {
+				for _, s := range servers {
+					s.Restart(t)
+				}
+				if afterRestart != nil {
+					afterRestart(t)
+				}
+			},
+		},
+	}
+}
+
+// warmUp opens c's connections (to every master of a Cluster) and loads its view of
+// the topology, as in a process that has been running for a while. Without it the
+// first request of a new Cluster client pays for discovering the cluster and
+// connecting, several round trips, each of which a Delay fault slows down.
+func warmUp(t *testing.T, c redis.UniversalClient) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var err error
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			return m.Ping(ctx).Err()
+		})
+	} else {
+		err = c.Ping(ctx).Err()
+	}
+	if err == nil {
+		// A keyed command makes a Cluster client load the servers' COMMAND table,
+		// which it needs to route scripts.
+		if err = c.Exists(ctx, "warm-up").Err(); errors.Is(err, redis.Nil) {
+			err = nil
+		}
+	}
+	if err != nil {
+		t.Fatalf("harness: warm up a new client: %v", err)
+	}
+}
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, harness([]*testenv.Server{redisSrv},
+		func(t *testing.T, route map[string]string) redis.UniversalClient {
+			return redis.NewClient(&redis.Options{
+				Addr:   redisSrv.Addr(),
+				Dialer: routeDialer(route),
+			})
+		}, nil))
+}
+
+func TestConformanceCluster(t *testing.T) {
+	conformance.Run(t, harness(cluster.Nodes,
+		func(t *testing.T, route map[string]string) redis.UniversalClient {
+			return redis.NewClusterClient(&redis.ClusterOptions{
+				Addrs:  cluster.Addrs(),
+				Dialer: routeDialer(route),
+			})
+		},
+		func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			if err := cluster.WaitOK(ctx); err != nil {
+				t.Fatalf("harness: cluster after restart: %v", err)
+			}
+		}))
+}
+
+func TestConformanceSentinel(t *testing.T) {
+	conformance.Run(t, harness([]*testenv.Server{failoverSrv},
+		func(t *testing.T, route map[string]string) redis.UniversalClient {
+			// The client asks the sentinel for the master's address and dials it
+			// through its proxy; its connections to the sentinel are not proxied.
+			return redis.NewFailoverClient(&redis.FailoverOptions{
+				MasterName:    sentinelMaster,
+				SentinelAddrs: []string{sentinelSrv.Addr()},
+				Dialer:        routeDialer(route),
+			})
+		}, nil))
+}

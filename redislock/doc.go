@@ -1,0 +1,106 @@
+// Package redislock is a distlock backend on one Redis deployment: a single server,
+// a master managed by Sentinel (redis.NewFailoverClient) or a Redis Cluster
+// (redis.NewClusterClient), through go-redis v9.
+//
+//	l := redislock.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"}), nil)
+//	lease, err := l.TryLock(ctx, "nightly-report", 30*time.Second)
+//
+// A *Locker implements distlock.Locker, distlock.Waiter and distlock.Inspector; use
+// it with distlock.Lock, Hold and Do.
+//
+// # The Redis model
+//
+// A lease is one Redis string key with a time to live, kept by the server's clock:
+//
+//   - TryLock runs one Lua script that, if the lock key is absent, increments the
+//     key's fence counter (INCR) and sets the lock key (SET ... PX ttl) to
+//     "<token>|<fence>|<owner>". It is one round trip and atomic on the server.
+//   - Renew runs a script that checks that the lock key still holds the lease's
+//     token and then sets its time to live again (PEXPIRE).
+//   - Unlock runs a script that checks the token, deletes the lock key and
+//     PUBLISHes on the key's release channel.
+//   - Wait subscribes to the release channel, then reads the lock's remaining time
+//     to live (PTTL), and returns on the release message, when that time has passed,
+//     or when its context ends. A lock that expires publishes nothing; the time to
+//     live bounds the wait instead.
+//   - Inspect reads the fence, the owner label and the remaining time to live.
+//
+// Scripts run with EVALSHA and fall back to EVAL when the server does not have them
+// cached (after a restart or a failover). ttl is rounded up to a whole millisecond,
+// so the server never frees a key before the Lease's Expires, which is taken before
+// the request is sent.
+//
+// The release uses classic PUBLISH, not sharded SPUBLISH: it works on every Redis
+// from 2.6 on and on every topology; on a Cluster the message is broadcast to all
+// nodes over the cluster bus, which costs one small message per node per Unlock.
+// Waiters never depend on the message for correctness (the time to live bounds every
+// wait), so a lost message costs only latency.
+//
+// # Key layout
+//
+// For a key K and the prefix P (Options.Prefix, default "distlock"), the Locker
+// uses
+//
+//	P:{T}:lock:K      the lock (a string with a time to live)
+//	P:{T}:fence:K     the fence counter (never expires, never deleted)
+//	P:{T}:release:K   the pub/sub channel that Unlock publishes on
+//
+// where T is the first 8 bytes of SHA-256(K) in hex. Redis Cluster hashes only the
+// text inside the first {...}, which is always T: P may not contain braces, and T is
+// hex. So the lock and fence keys of one K live in one slot (as a script needs),
+// whatever bytes K holds, and different keys spread over the slots. K itself follows
+// in full, unescaped, after a fixed-length part, so two different keys (or prefixes)
+// can never share a Redis key; K may hold any bytes: NUL, '{', '}', '/', spaces,
+// unicode. Keys are at most Options.MaxKeyLen bytes (default 8 KiB).
+//
+// The fence counter outlives its lock on purpose: it is what makes fences increase
+// across Unlock and expiry. It costs one small key per distinct lock key ever used;
+// a deployment that locks unboundedly many distinct keys must plan for that (or
+// delete fence keys it will never lock again, accepting that their fences restart).
+//
+// # Failure modes
+//
+// Redis replicates asynchronously. When a master fails and Sentinel or Cluster
+// promotes a replica, writes the old master acknowledged but had not yet replicated
+// are lost: a lock that was just taken can vanish, so two clients can hold the same
+// key, and a fence counter can step back, so a fence can repeat. The WAIT command does
+// not close this hole. If a failover must never break mutual exclusion, use a
+// consensus store (package etcdlock or zklock) or RedLock over independent masters
+// (package redlock), and in all cases have the protected resource check fences.
+//
+// Fences survive a server restart only if the server persisted the INCR before it
+// acknowledged it: run Redis with appendonly yes and appendfsync always. With RDB
+// snapshots, or appendfsync everysec, a crash can lose the last fences and hand them
+// out again.
+//
+// Expiry uses the server's clock. A server whose clock jumps forward expires locks
+// early; keep its clock monotonic (NTP slewing, not stepping). A client that pauses
+// (GC, a stopped VM) past its Lease's Expires must assume the lease lost: that is
+// what Expires and fences are for.
+//
+// After an attempt whose outcome is unknown (a timeout, a broken connection, a
+// context that ended while the request was in flight), TryLock returns an error that
+// is not ErrLocked and deletes, in the background, the lock that the attempt may have
+// made, with its token and a fresh context bounded by the ttl (at least 1s, at most
+// 5s), never the caller's dead one. go-redis resends a command
+// whose connection broke (MaxRetries); the acquire script recognizes its own token,
+// so a resent acquire returns the same lease instead of ErrLocked.
+//
+// Calls honour their context even though go-redis does not interrupt a command that
+// is waiting for its reply: when ctx can be cancelled, the command runs on a
+// goroutine of its own and the call returns when ctx is done; the command then ends
+// within the client's ReadTimeout (go-redis' default is finite). Calls with
+// context.Background() run on the caller's goroutine.
+//
+// Each Wait opens a pub/sub connection of its own (about 0.4ms and 74 KB of go-redis
+// buffers on loopback) and closes it before it returns. That is cheap next to the
+// wait itself, but thousands of concurrent waiters mean thousands of connections.
+//
+// # Options
+//
+// New cannot return an error (its signature is fixed by the distlock design). A nil
+// client or an invalid Options (a Prefix with braces, a negative MaxKeyLen, an Owner
+// label over MaxOwnerLen bytes) does not panic: the Locker returns that error,
+// wrapping distlock.ErrInvalid, from every method, and Locker.Err reports it at
+// start-up. Zero fields take the documented defaults.
+package redislock
