@@ -25,13 +25,16 @@ func splitHostPort(t testing.TB, addr string) (string, uint16) {
 }
 
 // proxyFaults are the faults of a backend whose clients each talk to the server
-// through their own proxy, and whose server is srv.
+// through their own proxy, and whose server is srv. An External server (given by an
+// environment variable) cannot be paused or restarted: those tests are then
+// reported as not run.
 func proxyFaults(srv interface {
 	Pause(testing.TB)
 	Resume(testing.TB)
 	Restart(testing.TB)
+	External() bool
 }) conformance.Faults {
-	return conformance.Faults{
+	f := conformance.Faults{
 		Crash: func(t *testing.T, l distlock.Locker) { clientOf(t, l).crash() },
 		Partition: func(t *testing.T, l distlock.Locker) func() {
 			p := clientOf(t, l).proxy
@@ -49,6 +52,10 @@ func proxyFaults(srv interface {
 		},
 		RestartServer: func(t *testing.T) { srv.Restart(t) },
 	}
+	if srv.External() {
+		f.PauseServer, f.RestartServer = nil, nil
+	}
+	return f
 }
 
 func TestConformancePostgres(t *testing.T) {

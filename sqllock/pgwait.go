@@ -36,7 +36,7 @@ func (l *PostgresLocker) Wait(ctx context.Context, key string) error {
 		if ctx.Err() != nil {
 			return errors.Join(distlock.ErrLocked, ctx.Err())
 		}
-		return fmt.Errorf("sqllock: Wait %q: listen: %w", key, err)
+		return fmt.Errorf("sqllock: Wait %s: listen: %w", quoteKey(key), err)
 	}
 	defer l.ln.unsubscribe(w)
 
@@ -51,7 +51,7 @@ func (l *PostgresLocker) Wait(ctx context.Context, key string) error {
 		if ctx.Err() != nil {
 			return errors.Join(distlock.ErrLocked, ctx.Err())
 		}
-		return fmt.Errorf("sqllock: Wait %q: %w", key, err)
+		return fmt.Errorf("sqllock: Wait %s: %w", quoteKey(key), err)
 	}
 	if !found {
 		return nil

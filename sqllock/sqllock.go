@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
@@ -100,7 +101,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 		return distlock.Lease{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return distlock.Lease{}, fmt.Errorf("sqllock: TryLock %q: %w", key, err)
+		return distlock.Lease{}, fmt.Errorf("sqllock: TryLock %s: %w", quoteKey(key), err)
 	}
 	token := distlock.NewToken()
 	kh, kb, tb := keyHash(key), []byte(key), []byte(token)
@@ -119,14 +120,14 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 			// be what ended the attempt.
 			l.cleanups.Go(func() { l.cleanup(ctx, kh, kb, tb) })
 		}
-		return distlock.Lease{}, fmt.Errorf("sqllock: TryLock %q: %w", key, err)
+		return distlock.Lease{}, fmt.Errorf("sqllock: TryLock %s: %w", quoteKey(key), err)
 	}
 	if !won {
-		return distlock.Lease{}, fmt.Errorf("sqllock: TryLock %q: %w", key, distlock.ErrLocked)
+		return distlock.Lease{}, fmt.Errorf("sqllock: TryLock %s: %w", quoteKey(key), distlock.ErrLocked)
 	}
 	if fence <= 0 {
 		// Cannot happen: fences start at 1 and only grow.
-		return distlock.Lease{}, fmt.Errorf("sqllock: TryLock %q: the database returned fence %d", key, fence)
+		return distlock.Lease{}, fmt.Errorf("sqllock: TryLock %s: the database returned fence %d", quoteKey(key), fence)
 	}
 	return distlock.Lease{Key: key, Token: token, Fence: uint64(fence), Expires: start.Add(ttl)}, nil
 }
@@ -159,7 +160,7 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 		return distlock.Lease{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return distlock.Lease{}, fmt.Errorf("sqllock: Renew %q: %w", lease.Key, err)
+		return distlock.Lease{}, fmt.Errorf("sqllock: Renew %s: %w", quoteKey(lease.Key), err)
 	}
 	kh, kb, tb := keyHash(lease.Key), []byte(lease.Key), []byte(lease.Token)
 	var held bool
@@ -169,10 +170,10 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 		return err
 	})
 	if err != nil {
-		return distlock.Lease{}, fmt.Errorf("sqllock: Renew %q: %w", lease.Key, err)
+		return distlock.Lease{}, fmt.Errorf("sqllock: Renew %s: %w", quoteKey(lease.Key), err)
 	}
 	if !held {
-		return distlock.Lease{}, fmt.Errorf("sqllock: Renew %q: %w", lease.Key, distlock.ErrNotHeld)
+		return distlock.Lease{}, fmt.Errorf("sqllock: Renew %s: %w", quoteKey(lease.Key), distlock.ErrNotHeld)
 	}
 	lease.Expires = start.Add(ttl)
 	return lease, nil
@@ -189,7 +190,7 @@ func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("sqllock: Unlock %q: %w", lease.Key, err)
+		return fmt.Errorf("sqllock: Unlock %s: %w", quoteKey(lease.Key), err)
 	}
 	kh, kb, tb := keyHash(lease.Key), []byte(lease.Key), []byte(lease.Token)
 	var held bool
@@ -199,10 +200,10 @@ func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("sqllock: Unlock %q: %w", lease.Key, err)
+		return fmt.Errorf("sqllock: Unlock %s: %w", quoteKey(lease.Key), err)
 	}
 	if !held {
-		return fmt.Errorf("sqllock: Unlock %q: %w", lease.Key, distlock.ErrNotHeld)
+		return fmt.Errorf("sqllock: Unlock %s: %w", quoteKey(lease.Key), distlock.ErrNotHeld)
 	}
 	return nil
 }
@@ -216,7 +217,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, erro
 		return distlock.Holder{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return distlock.Holder{}, fmt.Errorf("sqllock: Inspect %q: %w", key, err)
+		return distlock.Holder{}, fmt.Errorf("sqllock: Inspect %s: %w", quoteKey(key), err)
 	}
 	kh, kb := keyHash(key), []byte(key)
 	var h holder
@@ -227,10 +228,10 @@ func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, erro
 		return err
 	})
 	if err != nil {
-		return distlock.Holder{}, fmt.Errorf("sqllock: Inspect %q: %w", key, err)
+		return distlock.Holder{}, fmt.Errorf("sqllock: Inspect %s: %w", quoteKey(key), err)
 	}
 	if !found {
-		return distlock.Holder{}, fmt.Errorf("sqllock: Inspect %q: %w", key, distlock.ErrNotHeld)
+		return distlock.Holder{}, fmt.Errorf("sqllock: Inspect %s: %w", quoteKey(key), distlock.ErrNotHeld)
 	}
 	return distlock.Holder{Key: key, Fence: uint64(h.fence), Expires: start.Add(h.remaining), Owner: h.owner}, nil
 }
@@ -264,4 +265,13 @@ func micros(d time.Duration) int64 {
 		us++
 	}
 	return int64(us)
+}
+
+// quoteKey quotes key for an error message, shortened if it is long.
+func quoteKey(key string) string {
+	const max = 64
+	if len(key) <= max {
+		return strconv.Quote(key)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", key[:max], len(key))
 }
