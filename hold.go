@@ -12,7 +12,9 @@ import (
 // HoldOptions tune Hold. A nil *HoldOptions means the defaults.
 type HoldOptions struct {
 	// TTL is the ttl of every renewal. Default: the lease's remaining time when Hold
-	// is called (pass the ttl you acquired with instead, when you know it).
+	// is called, which is a little below the ttl it was acquired with; pass that ttl
+	// when you know it (backends with whole-second ttls, such as etcd, then renew the
+	// same lease instead of moving the key to a new one).
 	TTL time.Duration
 	// Every is the renewal period. Default TTL/3. It must be below TTL.
 	Every time.Duration

@@ -181,7 +181,7 @@ type expiresAfterReply struct{ *memlock.Locker }
 
 func (m *expiresAfterReply) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
 	l, err := m.Locker.TryLock(ctx, key, ttl)
-	time.Sleep(5 * time.Millisecond) // the round trip
+	time.Sleep(100 * time.Millisecond) // the round trip
 	if err == nil {
 		l.Expires = time.Now().Add(ttl)
 	}
