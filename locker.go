@@ -22,8 +22,9 @@ type Lease struct {
 	// resource reject a write that carries a smaller Fence than one it has seen.
 	Fence uint64
 	// Expires is a local deadline that carries a monotonic clock reading. It must be
-	// computed from a time taken BEFORE the request was sent: start + ttl, minus the
-	// backend's clock-drift allowance where it has one. Until Expires no other owner
+	// computed from a time taken BEFORE the request was sent (read the clock first
+	// thing in the call, before validation or token generation): start + ttl, minus
+	// the backend's clock-drift allowance where it has one. Until Expires no other owner
 	// can hold Key; after it the holder must assume that someone else may.
 	Expires time.Time
 }
