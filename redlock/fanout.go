@@ -1,0 +1,155 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// A reply is one node's answer in a fan-out.
+type reply[T any] struct {
+	v        T
+	err      error // the node's error, or errNoReply when it did not answer in time
+	ran      bool  // the node was asked
+	answered bool  // the node answered (v or err came from it)
+	suspect  bool  // the node's previous call had failed when this one began
+}
+
+// failedOrSuspect reports whether r is a failure for deciding an outcome early: the
+// node answered with an error, or it has not answered yet and is a suspect.
+func (r reply[T]) failedOrSuspect() bool {
+	return r.err != nil || (!r.answered && r.suspect)
+}
+
+// errNoReply marks a node that did not answer before the per-node deadline (or
+// before the caller's context ended).
+var errNoReply = errors.New("no reply in time")
+
+// decidedGrace is the least time a fan-out waits for the remaining nodes once the
+// outcome is decided.
+const decidedGrace = time.Millisecond
+
+// Per-node call states of a fan-out.
+const (
+	pending int32 = iota
+	delivered
+	abandoned
+)
+
+// fanout asks the nodes in idx (all nodes when idx is nil) concurrently, each with
+// f(ctx, i), and waits until every one has answered, the per-node timeout has passed
+// since the fan-out began, or ctx is done, whichever comes first. When enough is not
+// nil and reports, after some answer, that the answers so far decide the outcome,
+// fanout waits for the others only as long again as the fan-out has taken so far
+// (at least decidedGrace): a node that is down or slow then costs an operation no
+// more than twice the healthy nodes' round trip, while nodes that are merely a little
+// slower than the quorum still take part. enough may count a suspect that has not
+// answered yet as failed (reply.failedOrSuspect): a node whose last call failed or
+// timed out is a suspect until a call to it succeeds, so a node that is down costs
+// an operation nothing once the others have decided it. It returns one
+// reply per node of the Locker (by node index); a node that was not asked has
+// ran == false, and a node that did not answer in time has an error wrapping
+// errNoReply (and ctx's error, when ctx ended).
+//
+// go-redis does not interrupt a command that waits for its reply (unless the client
+// enables ContextTimeoutEnabled), so each call runs on its own goroutine and an
+// unanswered call is abandoned, not stopped: it ends within the client's own
+// timeouts. When it does, its result goes to late (when not nil), on that goroutine;
+// late must be bounded too.
+func fanout[T any](ctx context.Context, l *Locker, idx []int, timeout time.Duration,
+	f func(ctx context.Context, i int) (T, error), late func(i int, v T, err error),
+	enough func(res []reply[T]) bool) []reply[T] {
+	if idx == nil {
+		idx = l.all
+	}
+	res := make([]reply[T], len(l.nodes))
+	if len(idx) == 0 {
+		return res
+	}
+	deadline := time.Now().Add(timeout)
+	type msg struct {
+		i   int
+		v   T
+		err error
+	}
+	ch := make(chan msg, len(idx))
+	states := make([]atomic.Int32, len(l.nodes))
+	for _, i := range idx {
+		res[i].ran = true
+		res[i].suspect = l.suspect[i].Load()
+		go func() {
+			cctx, cancel := context.WithDeadline(ctx, deadline)
+			v, err := f(cctx, i)
+			cancel()
+			if ctx.Err() == nil {
+				l.suspect[i].Store(err != nil)
+			}
+			if states[i].CompareAndSwap(pending, delivered) {
+				ch <- msg{i, v, err}
+				return
+			}
+			if late != nil {
+				late(i, v, err)
+			}
+		}()
+	}
+	begin := time.Now()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	waiting := len(idx)
+	got := make([]bool, len(l.nodes))
+	decided := false
+	var cause error
+collect:
+	for waiting > 0 {
+		select {
+		case m := <-ch:
+			res[m.i].v, res[m.i].err, res[m.i].answered = m.v, m.err, true
+			got[m.i] = true
+			waiting--
+			if !decided && waiting > 0 && enough != nil && enough(res) {
+				decided = true
+				now := time.Now()
+				if until := now.Add(max(now.Sub(begin), decidedGrace)); until.Before(deadline) {
+					timer.Reset(until.Sub(now))
+				}
+			}
+		case <-timer.C:
+			break collect
+		case <-ctx.Done():
+			cause = ctx.Err()
+			break collect
+		}
+	}
+	if waiting == 0 {
+		return res
+	}
+	// Abandon the calls that have not answered; those that answered just now are on
+	// their way and are better than nothing.
+	racing := 0
+	for _, i := range idx {
+		if got[i] {
+			continue
+		}
+		if states[i].CompareAndSwap(pending, abandoned) {
+			switch {
+			case cause != nil:
+				res[i].err = fmt.Errorf("%w: %w", errNoReply, cause)
+			case decided:
+				res[i].err = fmt.Errorf("%w (outcome decided by the other nodes)", errNoReply)
+			default:
+				l.suspect[i].Store(true)
+				res[i].err = fmt.Errorf("%w (node timeout %v)", errNoReply, timeout)
+			}
+		} else {
+			racing++
+		}
+	}
+	for range racing {
+		m := <-ch
+		res[m.i].v, res[m.i].err, res[m.i].answered = m.v, m.err, true
+	}
+	return res
+}

@@ -1,0 +1,452 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testenv"
+	"github.com/distlock/distlock/redlock"
+)
+
+// TestKillTwoNodes: with two of five nodes dead, locks keep working (TryLock, Renew,
+// Unlock, Wait) and a contention run shows no overlap and increasing fences.
+func TestKillTwoNodes(t *testing.T) {
+	down(t, 3, 4)
+	var lockers []*redlock.Locker
+	for range 4 {
+		lockers = append(lockers, newLocker(t, &redlock.Options{NodeTimeout: time.Second}))
+	}
+	key := "kill-two-" + distlock.NewToken()[:8]
+	lease, err := lockers[0].TryLock(t.Context(), key, 10*time.Second)
+	if err != nil {
+		t.Fatalf("TryLock with 3 of 5 nodes up: %v", err)
+	}
+	if _, err := lockers[1].TryLock(t.Context(), key, 10*time.Second); !errors.Is(err, distlock.ErrLocked) {
+		t.Fatalf("TryLock of a held key with 3 of 5 nodes up: got %v, want ErrLocked", err)
+	}
+	if lease, err = lockers[0].Renew(t.Context(), lease, 10*time.Second); err != nil {
+		t.Fatalf("Renew with 3 of 5 nodes up: %v", err)
+	}
+	if err := lockers[0].Unlock(t.Context(), lease); err != nil {
+		t.Fatalf("Unlock with 3 of 5 nodes up: %v", err)
+	}
+	workload{
+		lockers:    lockers,
+		keys:       []string{key, key + "-b"},
+		goroutines: 3,
+		rounds:     4,
+		ttl:        4 * time.Second,
+	}.run(t)
+}
+
+// TestKillThreeNodes: with three of five nodes dead, TryLock fails within the
+// per-node timeout with an error that is not ErrLocked and names the dead nodes, and
+// once the nodes are back nothing is left locked.
+func TestKillThreeNodes(t *testing.T) {
+	l := newLocker(t, &redlock.Options{NodeTimeout: 100 * time.Millisecond})
+	key := "kill-three-" + distlock.NewToken()[:8]
+	ttl := 10 * time.Second
+	nt := l.NodeTimeout(ttl)
+	if nt != 100*time.Millisecond {
+		t.Fatalf("NodeTimeout(%v) = %v, want 100ms", ttl, nt)
+	}
+	// Warm the connections, so that the measurement is of the attempt.
+	warm, err := l.TryLock(t.Context(), key+"-warm", ttl)
+	if err != nil {
+		t.Fatalf("TryLock with all nodes up: %v", err)
+	}
+	if err := l.Unlock(t.Context(), warm); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+
+	down(t, 0, 1, 2)
+	for range 3 {
+		start := time.Now()
+		lease, err := l.TryLock(t.Context(), key, ttl)
+		took := time.Since(start)
+		if err == nil {
+			t.Fatalf("TryLock with 2 of 5 nodes up succeeded (fence %d)", lease.Fence)
+		}
+		if errors.Is(err, distlock.ErrLocked) {
+			t.Fatalf("TryLock with 3 of 5 nodes dead returned ErrLocked: %v", err)
+		}
+		for _, i := range []int{0, 1, 2} {
+			if !strings.Contains(err.Error(), "node "+strconv.Itoa(i)+" ("+nodes[i].Addr()+")") {
+				t.Errorf("the error does not name dead node %d (%s): %v", i, nodes[i].Addr(), err)
+			}
+		}
+		// The per-node timeout plus scheduling slack for -race on a busy machine.
+		if limit := nt + 150*time.Millisecond; took > limit {
+			t.Errorf("TryLock with 3 of 5 nodes dead took %v; the per-node timeout is %v", took, nt)
+		}
+		t.Logf("TryLock with 3 of 5 nodes dead failed after %v: %v", took, err)
+	}
+
+	for _, i := range []int{0, 1, 2} {
+		nodes[i].Restart(t)
+	}
+	name := lockName(key)
+	ok := eventually(t, 10*time.Second, func() bool {
+		for i := range nodes {
+			if held, err := rawExists(t.Context(), i, name); err != nil || held {
+				return false
+			}
+		}
+		return true
+	})
+	if !ok {
+		for i := range nodes {
+			held, err := rawExists(t.Context(), i, name)
+			t.Logf("node %d: lock key present %v (%v)", i, held, err)
+		}
+		t.Fatalf("a lock key is left on some node 10s after the nodes returned")
+	}
+	other := newLocker(t, nil)
+	lease, err := other.TryLock(t.Context(), key, ttl)
+	if err != nil {
+		t.Fatalf("TryLock once the nodes returned: %v", err)
+	}
+	if err := other.Unlock(t.Context(), lease); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+}
+
+// TestSlowNode: a node slowed far beyond the per-node timeout does not delay
+// TryLock, Renew or Unlock past that timeout, and the lock the slow node takes late
+// is removed.
+func TestSlowNode(t *testing.T) {
+	l, pc := proxied(t, &redlock.Options{NodeTimeout: 100 * time.Millisecond})
+	key := "slow-" + distlock.NewToken()[:8]
+	ttl := 10 * time.Second
+	nt := l.NodeTimeout(ttl)
+	warm, err := l.TryLock(t.Context(), key, ttl)
+	if err != nil {
+		t.Fatalf("TryLock: %v", err)
+	}
+	if err := l.Unlock(t.Context(), warm); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+
+	pc.proxies[0].Delay(5 * nt)
+	defer pc.proxies[0].Heal()
+	limit := nt + 150*time.Millisecond // scheduling slack for -race on a busy machine
+	timed := func(what string, f func() error) {
+		t.Helper()
+		start := time.Now()
+		err := f()
+		took := time.Since(start)
+		if err != nil {
+			t.Fatalf("%s with node 0 slowed by %v: %v", what, 5*nt, err)
+		}
+		if took > limit {
+			t.Fatalf("%s with node 0 slowed by %v took %v; the per-node timeout is %v", what, 5*nt, took, nt)
+		}
+		t.Logf("%s with node 0 slowed by %v took %v", what, 5*nt, took)
+	}
+	var lease distlock.Lease
+	timed("TryLock", func() (err error) {
+		lease, err = l.TryLock(t.Context(), key, ttl)
+		if err == nil && lease.Fence <= warm.Fence {
+			t.Errorf("Fence %d is not above the previous %d", lease.Fence, warm.Fence)
+		}
+		return err
+	})
+	timed("Renew", func() (err error) {
+		lease, err = l.Renew(t.Context(), lease, ttl)
+		return err
+	})
+	timed("Unlock", func() error { return l.Unlock(t.Context(), lease) })
+	pc.proxies[0].Heal()
+
+	name := lockName(key)
+	if !eventually(t, 10*time.Second, func() bool {
+		held, err := rawExists(t.Context(), 0, name)
+		return err == nil && !held
+	}) {
+		t.Fatalf("the slow node still holds the lock that it took after TryLock stopped waiting for it")
+	}
+}
+
+// TestFenceAcrossMajorities: each acquisition runs on a different majority (a
+// different minority is dead each time, and the minority that was dead before
+// returns empty), and fences still increase, although a counter on any single node
+// would repeat or go back.
+func TestFenceAcrossMajorities(t *testing.T) {
+	l := newLocker(t, &redlock.Options{NodeTimeout: time.Second})
+	key := "majorities-" + distlock.NewToken()[:8]
+	_, fenceName, _ := redlock.Names(redlock.DefaultPrefix, key)
+	ttl := 10 * time.Second
+	counter := func(i int) uint64 {
+		v, err := testenv.RedisCommand(t.Context(), nodes[i].Addr(), "GET", fenceName)
+		if err != nil {
+			t.Fatalf("GET fence counter on node %d: %v", i, err)
+		}
+		s, _ := v.(string)
+		n, _ := strconv.ParseUint(s, 10, 64)
+		return n
+	}
+	downSets := [][]int{nil, {3, 4}, {0, 1}, {2, 3}, {4, 0}, {1, 2}, {3, 4}}
+	var last uint64
+	var prevDown []int
+	hazard := false
+	for step, dead := range downSets {
+		for _, i := range prevDown {
+			restartEmpty(t, i)
+			if c := counter(i); c != 0 {
+				t.Fatalf("step %d: node %d restarted empty has fence counter %d", step, i, c)
+			}
+		}
+		down(t, dead...)
+		var up []int
+		for i := range nodes {
+			if !slices.Contains(dead, i) {
+				up = append(up, i)
+			}
+		}
+		// A counter on any one node of this majority would give its value + 1.
+		for _, i := range up {
+			if counter(i)+1 <= last {
+				hazard = true
+			}
+		}
+		var lease distlock.Lease
+		ok := eventually(t, 15*time.Second, func() bool {
+			var err error
+			lease, err = l.TryLock(t.Context(), key, ttl)
+			if err != nil {
+				t.Logf("step %d: TryLock on nodes %v (retrying while nodes reconnect): %v", step, up, err)
+			}
+			return err == nil
+		})
+		if !ok {
+			t.Fatalf("step %d: TryLock on nodes %v never succeeded", step, up)
+		}
+		if lease.Fence <= last {
+			t.Fatalf("step %d: Fence %d on majority %v is not above the previous fence %d", step, lease.Fence, up, last)
+		}
+		for _, i := range up {
+			if c := counter(i); c < lease.Fence {
+				// The raise of nodes beyond the quorum runs in the background.
+				if !eventually(t, 5*time.Second, func() bool { return counter(i) >= lease.Fence }) {
+					t.Errorf("step %d: node %d's counter %d stays below the fence %d", step, i, c, lease.Fence)
+				}
+			}
+		}
+		t.Logf("step %d: majority %v, fence %d", step, up, lease.Fence)
+		last = lease.Fence
+		if err := l.Unlock(t.Context(), lease); err != nil {
+			t.Fatalf("step %d: Unlock: %v", step, err)
+		}
+		prevDown = dead
+	}
+	if !hazard {
+		t.Fatalf("no step had a node whose own counter would have repeated a fence: the test did not force different majorities")
+	}
+}
+
+// TestEmptyRestartAfterTTL: a minority node that crashes and comes back empty after
+// the longest ttl keeps mutual exclusion: a held lease keeps its quorum on the other
+// nodes, and fences keep increasing.
+func TestEmptyRestartAfterTTL(t *testing.T) {
+	a := newLocker(t, &redlock.Options{NodeTimeout: time.Second})
+	b := newLocker(t, &redlock.Options{NodeTimeout: time.Second})
+	key := "empty-restart-" + distlock.NewToken()[:8]
+	ttl := time.Second
+	la, err := a.TryLock(t.Context(), key, ttl)
+	if err != nil {
+		t.Fatalf("TryLock: %v", err)
+	}
+	// Keep a's lease alive while node 0 is away.
+	stop := make(chan struct{})
+	renewed := make(chan distlock.Lease, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		lease := la
+		defer func() { renewed <- lease }()
+		tick := time.NewTicker(ttl / 4)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			next, err := a.Renew(t.Context(), lease, ttl)
+			if err != nil {
+				t.Errorf("Renew while node 0 is away: %v", err)
+				return
+			}
+			lease = next
+		}
+	})
+	down(t, 0)
+	time.Sleep(ttl + 100*time.Millisecond) // the restart rule: stay away for the longest ttl
+	restartEmpty(t, 0)
+	if _, err := b.TryLock(t.Context(), key, ttl); !errors.Is(err, distlock.ErrLocked) {
+		t.Fatalf("TryLock while a renewed lease holds 4 of 5 nodes and node 0 came back empty: got %v, want ErrLocked", err)
+	}
+	close(stop)
+	wg.Wait()
+	la = <-renewed
+	if err := a.Unlock(t.Context(), la); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	lb, err := b.TryLock(t.Context(), key, ttl)
+	if err != nil {
+		t.Fatalf("TryLock after Unlock: %v", err)
+	}
+	if lb.Fence <= la.Fence {
+		t.Fatalf("Fence %d after node 0 came back empty is not above %d", lb.Fence, la.Fence)
+	}
+	if err := b.Unlock(t.Context(), lb); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+}
+
+// TestEmptyRestartsUnderContention: while clients contend for two keys, nodes 0, 1
+// and 2 in turn crash and come back empty after the longest ttl; no two leases
+// overlap and fences increase.
+func TestEmptyRestartsUnderContention(t *testing.T) {
+	ttl := 500 * time.Millisecond
+	var lockers []*redlock.Locker
+	for range 3 {
+		lockers = append(lockers, newLocker(t, &redlock.Options{NodeTimeout: time.Second}))
+	}
+	key := "chaos-" + distlock.NewToken()[:8]
+	var chaosDone sync.WaitGroup
+	finished := make(chan struct{})
+	chaosDone.Go(func() {
+		defer close(finished)
+		for i := range 3 {
+			nodes[i].Kill(t)
+			time.Sleep(ttl + 100*time.Millisecond) // the restart rule
+			restartEmpty(t, i)
+		}
+	})
+	t.Cleanup(func() {
+		for _, s := range nodes {
+			if !s.Running() {
+				s.Restart(t)
+			}
+		}
+	})
+	history := workload{
+		lockers:    lockers,
+		keys:       []string{key, key + "-b"},
+		goroutines: 2,
+		ttl:        ttl,
+		tolerate:   true,
+		more: func() bool {
+			select {
+			case <-finished:
+				return false
+			default:
+				return true
+			}
+		},
+	}.run(t)
+	chaosDone.Wait()
+	if len(history) < 10 {
+		t.Fatalf("only %d acquisitions during the restarts", len(history))
+	}
+}
+
+// TestErrLockedOnlyForContention: TryLock returns ErrLocked when other owners' locks
+// on the answering nodes keep it from a quorum, and another error when too few nodes
+// answer, whatever some of them hold.
+func TestErrLockedOnlyForContention(t *testing.T) {
+	l := newLocker(t, &redlock.Options{NodeTimeout: time.Second})
+	ctx := t.Context()
+	plant := func(key string, idx ...int) {
+		t.Helper()
+		for _, i := range idx {
+			if _, err := testenv.RedisCommand(ctx, nodes[i].Addr(), "SET", lockName(key), "someone-else|1|planted", "PX", "30000"); err != nil {
+				t.Fatalf("plant a foreign lock on node %d: %v", i, err)
+			}
+		}
+	}
+	try := func(key string) (distlock.Lease, error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return l.TryLock(ctx, key, 10*time.Second)
+	}
+	base := "contention-" + distlock.NewToken()[:8]
+
+	// A minority of foreign locks: the free majority is enough.
+	k := base + "-minority"
+	plant(k, 0, 1)
+	lease, err := try(k)
+	if err != nil {
+		t.Fatalf("TryLock with foreign locks on 2 of 5 nodes: %v", err)
+	}
+	if err := l.Unlock(ctx, lease); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	// A majority of foreign locks: ErrLocked, naming the owner.
+	k = base + "-majority"
+	plant(k, 0, 1, 2)
+	if _, err := try(k); !errors.Is(err, distlock.ErrLocked) || !strings.Contains(err.Error(), "planted") {
+		t.Fatalf("TryLock with foreign locks on 3 of 5 nodes: got %v, want ErrLocked naming the owner \"planted\"", err)
+	}
+
+	down(t, 4)
+	// 4 answer, 2 of them held by another owner: contention, not failure.
+	k = base + "-split"
+	plant(k, 0, 1)
+	if _, err := try(k); !errors.Is(err, distlock.ErrLocked) {
+		t.Fatalf("TryLock with foreign locks on 2 nodes, 1 node dead: got %v, want ErrLocked", err)
+	}
+	for _, i := range []int{2, 3} {
+		if held, err := rawExists(ctx, i, lockName(k)); err != nil || held {
+			t.Fatalf("node %d keeps the failed attempt's lock (%v, %v)", i, held, err)
+		}
+	}
+
+	down(t, 2, 3)
+	// Only 2 answer, one of them held: too few nodes, not contention.
+	k = base + "-unreachable"
+	plant(k, 0)
+	if _, err := try(k); err == nil || errors.Is(err, distlock.ErrLocked) {
+		t.Fatalf("TryLock with 2 of 5 nodes up, one of them held: got %v, want an error that is not ErrLocked", err)
+	}
+}
+
+// TestInspectQuorumView: Inspect reports the holder of a quorum even with nodes
+// dead, ErrNotHeld when no one holds a quorum, and another error when too few nodes
+// answer.
+func TestInspectQuorumView(t *testing.T) {
+	a := newLocker(t, &redlock.Options{NodeTimeout: time.Second, Owner: "owner-a"})
+	b := newLocker(t, &redlock.Options{NodeTimeout: time.Second})
+	key := "inspect-" + distlock.NewToken()[:8]
+	ctx := t.Context()
+	la, err := a.TryLock(ctx, key, 30*time.Second)
+	if err != nil {
+		t.Fatalf("TryLock: %v", err)
+	}
+	down(t, 0, 1)
+	h, err := b.Inspect(ctx, key)
+	if err != nil {
+		t.Fatalf("Inspect with 3 of 5 nodes up: %v", err)
+	}
+	if h.Fence != la.Fence || h.Owner != "owner-a" || h.Key != key {
+		t.Fatalf("Inspect = %+v, want fence %d owner %q", h, la.Fence, "owner-a")
+	}
+	if left := time.Until(h.Expires); left <= 0 || left > 30*time.Second {
+		t.Fatalf("Inspect reports Expires %v from now for a 30s lease", left)
+	}
+	if _, err := b.Inspect(ctx, key+"-free"); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("Inspect of a free key: got %v, want ErrNotHeld", err)
+	}
+	down(t, 2)
+	if _, err := b.Inspect(ctx, key); err == nil || errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("Inspect with 2 of 5 nodes up: got %v, want an error that is not ErrNotHeld", err)
+	}
+}

@@ -1,0 +1,117 @@
+package redlock
+
+import "github.com/redis/go-redis/v9"
+
+// On every node, the value of a lock key is "<token>|<fence>|<owner>". The token comes
+// from distlock.NewToken (base32: it never contains '|'), the fence is decimal, and
+// the owner label is everything after the second '|' (it may contain '|' itself). The
+// scripts split the value at the first two '|', so a Lease.Token that contains '|'
+// can never match a stored token.
+//
+// The scripts have no shebang line, so they run on Redis 2.6 and later. Every key a
+// script touches is passed in KEYS and all of them share one hash tag, so a node that
+// is itself a Redis Cluster runs each script on the one shard that owns the slot.
+
+// acquireScript is phase 1 of an acquisition on one node: take the lock if it is free
+// and, in the same atomic step, increment the node's fence counter for the key.
+//
+// KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] token, ARGV[2] ttl in ms,
+// ARGV[3] owner.
+//
+// Returns {1, fence} when the lock is (now) held by ARGV[1]: fence is the counter's
+// value after the increment. When the lock already holds ARGV[1] (go-redis resent the
+// script after a lost connection and the first copy had run) it returns the fence
+// stored with it, without incrementing again, so a resent acquire is idempotent.
+// Returns {0, counter, owner, pttl} when another token holds the lock.
+var acquireScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v then
+  local i = string.find(v, '|', 1, true)
+  local j = i and string.find(v, '|', i + 1, true)
+  if j and string.sub(v, 1, i - 1) == ARGV[1] then
+    return {1, tonumber(string.sub(v, i + 1, j - 1))}
+  end
+  local owner = ''
+  if j then owner = string.sub(v, j + 1) end
+  return {0, tonumber(redis.call('GET', KEYS[2]) or '0'), owner, redis.call('PTTL', KEYS[1])}
+end
+local f = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. string.format('%d', f) .. '|' .. ARGV[3], 'PX', ARGV[2])
+return {1, f}
+`)
+
+// raiseScript is phase 2 of an acquisition on one node: raise the node's fence
+// counter to at least the acquisition's fence and, when the node's lock holds the
+// acquisition's token, record that fence in the lock's value (keeping its time to
+// live). Raising a counter is always safe: counters only have to be at least every
+// fence issued, so the raise runs whether or not the lock is ours.
+//
+// KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] token, ARGV[2] fence.
+// Returns 1 when the lock holds ARGV[1] (so the counter is now >= ARGV[2] on a node
+// this acquisition holds), 0 otherwise.
+var raiseScript = redis.NewScript(`
+local f = tonumber(ARGV[2])
+if tonumber(redis.call('GET', KEYS[2]) or '0') < f then
+  redis.call('SET', KEYS[2], ARGV[2])
+end
+local v = redis.call('GET', KEYS[1])
+if v then
+  local i = string.find(v, '|', 1, true)
+  local j = i and string.find(v, '|', i + 1, true)
+  if j and string.sub(v, 1, i - 1) == ARGV[1] then
+    local p = redis.call('PTTL', KEYS[1])
+    if p > 0 then
+      redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[2] .. '|' .. string.sub(v, j + 1), 'PX', p)
+    end
+    return 1
+  end
+end
+return 0
+`)
+
+// renewScript extends the lock when ARGV[1] still owns it.
+//
+// KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl in ms. Returns 1 when it extended the
+// lock, 0 when the token does not own it.
+var renewScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v then
+  local i = string.find(v, '|', 1, true)
+  if i and string.sub(v, 1, i - 1) == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return 1
+  end
+end
+return 0
+`)
+
+// unlockScript deletes the lock when ARGV[1] still owns it and announces the release
+// on the key's channel.
+//
+// KEYS[1] lock key; ARGV[1] token, ARGV[2] release channel. Returns 1 when it deleted
+// the lock, 0 when the token did not own it.
+var unlockScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v then
+  local i = string.find(v, '|', 1, true)
+  if i and string.sub(v, 1, i - 1) == ARGV[1] then
+    redis.call('DEL', KEYS[1])
+    redis.call('PUBLISH', ARGV[2], '')
+    return 1
+  end
+end
+return 0
+`)
+
+// inspectScript reads a node's lock.
+//
+// KEYS[1] lock key. Returns nil when the lock is free, else {token, fence, owner,
+// pttl}. The token is used only to tell holders apart; Inspect never reports it.
+var inspectScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if not v then return false end
+local i = string.find(v, '|', 1, true)
+local j = i and string.find(v, '|', i + 1, true)
+if not j then return {v, '0', '', redis.call('PTTL', KEYS[1])} end
+return {string.sub(v, 1, i - 1), string.sub(v, i + 1, j - 1), string.sub(v, j + 1), redis.call('PTTL', KEYS[1])}
+`)

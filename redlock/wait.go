@@ -1,0 +1,228 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock"
+)
+
+// noTTLBound bounds a Wait for a node's lock that has no time to live, which this
+// package never makes (someone PERSISTed it, or wrote the key by hand).
+const noTTLBound = time.Second
+
+// A subscription is Wait's pub/sub connection to one node.
+type subscription struct {
+	ps   *redis.PubSub
+	done chan struct{} // closed when the receiving goroutine has returned
+	ok   bool          // confirmed before Wait stopped waiting for confirmations
+}
+
+// A confirmation reports that node i's SUBSCRIBE was confirmed (err == nil) or failed.
+type confirmation struct {
+	i   int
+	err error
+}
+
+// Wait returns nil when key may be free: at once if fewer than a quorum of nodes hold
+// a lock on it, else when a release is published on any node (Unlock, and the
+// clean-up of a failed attempt, publish on the key's channel on every node they
+// release) or when enough of the holders' locks have expired, by the nodes' remaining
+// times to live, that the free nodes could form a quorum. A nil return is a hint,
+// not a lease: call TryLock.
+//
+// It subscribes to the key's channel on every node first, and reads the locks only
+// once N-quorum+1 subscriptions are confirmed: any quorum that holds the key shares
+// a node with them, so its release is not missed. Subscriptions that are not
+// confirmed within Options.NodeTimeout only cost latency: the times to live still
+// bound the wait. A node that does not answer the read counts as held for good; when
+// fewer than a quorum of nodes answer, Wait returns an error that does not wrap
+// ErrLocked (distlock.Lock then backs off). When ctx ends while key is held it
+// returns errors.Join(distlock.ErrLocked, ctx.Err()).
+//
+// Each Wait opens one pub/sub connection per node and closes them before it returns
+// (a connection still being dialled is closed in the background).
+func (l *Locker) Wait(ctx context.Context, key string) error {
+	if err := distlock.ValidateKey(key, l.opts.MaxKeyLen); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return errors.Join(distlock.ErrLocked, err)
+	}
+	n := l.names(key)
+	woke := make(chan struct{}, 1)
+	confirmed := make(chan confirmation, len(l.nodes))
+	subs := make([]*subscription, len(l.nodes))
+	for i := range l.nodes {
+		subs[i] = l.subscribe(ctx, i, n.channel, woke, confirmed)
+	}
+	defer func() {
+		for _, s := range subs {
+			if s.ok {
+				_ = s.ps.Close()
+				<-s.done
+				continue
+			}
+			// Subscribe may still hold the PubSub's lock while it dials: do not wait.
+			go func() {
+				_ = s.ps.Close()
+				<-s.done
+			}()
+		}
+	}()
+
+	// Wait for enough subscriptions, bounded by the node timeout.
+	t := time.NewTimer(l.opts.NodeTimeout)
+	defer t.Stop()
+	need := len(l.nodes) - l.quorum + 1
+	for ok, settled := 0, 0; ok < need && settled < len(l.nodes); {
+		select {
+		case c := <-confirmed:
+			settled++
+			if c.err == nil {
+				subs[c.i].ok = true
+				ok++
+			}
+		case <-woke:
+			return nil
+		case <-t.C:
+			ok = need // give up on the rest; they may still confirm and wake us
+		case <-ctx.Done():
+			return errors.Join(distlock.ErrLocked, ctx.Err())
+		}
+	}
+
+	// Read the locks; a release meanwhile ends the wait at once.
+	type bound struct {
+		d   time.Duration
+		err error
+	}
+	bc := make(chan bound, 1)
+	go func() {
+		d, err := l.waitBound(ctx, n)
+		bc <- bound{d, err}
+	}()
+	select {
+	case b := <-bc:
+		if b.err != nil {
+			if ctx.Err() != nil {
+				return errors.Join(distlock.ErrLocked, ctx.Err())
+			}
+			return fmt.Errorf("redlock: Wait for key %s: %w", showKey(key), b.err)
+		}
+		if b.d <= 0 {
+			return nil
+		}
+		t.Reset(b.d)
+	case <-woke:
+		return nil
+	case <-ctx.Done():
+		return errors.Join(distlock.ErrLocked, ctx.Err())
+	}
+	select {
+	case <-woke:
+		return nil
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return errors.Join(distlock.ErrLocked, ctx.Err())
+	}
+}
+
+// subscribe starts a pub/sub connection to node i on channel. It reports the
+// confirmation (or failure) of the subscription on confirmed, and every message on
+// the channel on woke, without blocking.
+func (l *Locker) subscribe(ctx context.Context, i int, channel string, woke chan<- struct{}, confirmed chan<- confirmation) *subscription {
+	// No channel yet: this makes no request and cannot fail.
+	s := &subscription{
+		ps:   l.nodes[i].c.Subscribe(context.WithoutCancel(ctx)),
+		done: make(chan struct{}),
+	}
+	go func() {
+		defer close(s.done)
+		if err := s.ps.Subscribe(ctx, channel); err != nil {
+			confirmed <- confirmation{i, err}
+			return
+		}
+		ok := false
+		for {
+			// Blocks until a message arrives or the PubSub is closed.
+			msg, err := s.ps.Receive(context.WithoutCancel(ctx))
+			if err != nil {
+				if !ok {
+					confirmed <- confirmation{i, err}
+				}
+				return
+			}
+			switch m := msg.(type) {
+			case *redis.Subscription:
+				if !ok && m.Kind == "subscribe" && m.Channel == channel {
+					ok = true
+					confirmed <- confirmation{i, nil}
+				}
+			case *redis.Message:
+				if m.Channel == channel {
+					select {
+					case woke <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}
+	}()
+	return s
+}
+
+// waitBound reads every node's lock and returns how long until the free nodes could
+// form a quorum: zero when they can now. Nodes that do not answer count as held for
+// good; an error means that fewer than a quorum answered.
+func (l *Locker) waitBound(ctx context.Context, n names) (time.Duration, error) {
+	res := fanout(ctx, l, nil, l.opts.NodeTimeout, func(ctx context.Context, i int) (time.Duration, error) {
+		return l.nodes[i].c.PTTL(ctx, n.lock).Result()
+	}, nil, func(res []reply[time.Duration]) bool {
+		free, failed := 0, 0
+		for _, r := range res {
+			switch {
+			case r.failedOrSuspect():
+				failed++
+			case !r.answered:
+			case r.v == -2:
+				free++
+			}
+		}
+		return free >= l.quorum || failed > len(l.nodes)-l.quorum
+	})
+	free, answered := 0, 0
+	var held []time.Duration
+	for _, r := range res {
+		if r.err != nil {
+			continue
+		}
+		answered++
+		// go-redis reports PTTL's -2 (no key) and -1 (no expiry) as these durations.
+		switch {
+		case r.v == -2:
+			free++
+		case r.v < 0:
+			held = append(held, noTTLBound)
+		default:
+			// PTTL truncates to the millisecond: add one so that the bound falls
+			// after the node's expiry, not just before it.
+			held = append(held, r.v+time.Millisecond)
+		}
+	}
+	if answered < l.quorum {
+		return 0, fmt.Errorf("only %d of %d nodes answered (quorum %d): %w", answered, len(l.nodes), l.quorum, errors.Join(nodeErrors(l, res)...))
+	}
+	if free >= l.quorum {
+		return 0, nil
+	}
+	// The quorum-free-th shortest hold frees the last node a quorum needs.
+	slices.Sort(held)
+	return held[l.quorum-free-1], nil
+}
