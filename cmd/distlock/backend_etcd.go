@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/distlock/distlock/etcdlock"
+)
+
+// openEtcd opens etcd://[user:password@]h1:p1,h2:p2[/prefix] (port 2379 by default).
+func openEtcd(ctx context.Context, u *backendURL, o openOptions) (*backend, error) {
+	eps, err := u.hostsWithPort("2379")
+	if err != nil {
+		return nil, err
+	}
+	if err := u.noQuery(); err != nil {
+		return nil, err
+	}
+	cfg := clientv3.Config{
+		Endpoints:   eps,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	}
+	if u.user != nil {
+		cfg.Username = u.user.Username()
+		cfg.Password, _ = u.user.Password()
+	}
+	client, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, scrubErr(fmt.Sprintf("etcd %v", eps), err, u)
+	}
+	opts := &etcdlock.Options{Owner: o.owner}
+	if p := u.path; p != "" && p != "/" {
+		opts.Prefix = p[1:]
+	}
+	l := etcdlock.New(client, opts)
+	return &backend{locker: l, close: func() { client.Close() }}, nil
+}

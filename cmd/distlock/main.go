@@ -1,0 +1,191 @@
+// Command distlock runs a command under a distributed lock — a flock(1) whose lock
+// lives in Redis, ZooKeeper, etcd, an SQL database or a local SQLite file — and
+// reports who holds a lock.
+//
+//	distlock run [flags] KEY -- CMD [ARGS...]
+//	distlock status [flags] KEY
+//
+// run acquires KEY, starts CMD, renews the lease while CMD runs (every ttl/3),
+// and releases KEY when CMD exits. CMD's environment has DISTLOCK_KEY and
+// DISTLOCK_FENCE, the lease's fencing token: strictly greater than that of every
+// earlier run under KEY, so a script can hand it to the resource it writes to and
+// let the resource reject writes from a stale holder. SIGINT, SIGTERM and SIGHUP
+// sent to distlock are forwarded to CMD. If the lease is lost while CMD runs (the
+// backend was unreachable for longer than the ttl, say) distlock sends CMD SIGTERM,
+// then SIGKILL after --kill-after, and exits with status 124.
+//
+// With no --backend and no DISTLOCK_BACKEND, the lock lives in an SQLite file in the
+// user's cache directory (distlock/locks.db), which excludes every invocation on
+// this host: `distlock run job -- echo hi` works with no server.
+//
+// Exit status of run:
+//
+//	CMD's status  CMD ran under the lock and exited (128+N if signal N killed it)
+//	75            KEY is held by another owner and --wait was not given, or its
+//	              timeout passed (EX_TEMPFAIL); CMD did not run
+//	124           the lease was lost while CMD ran; CMD was stopped
+//	125           distlock failed: the backend is unreachable or returned an error
+//	126           CMD could not be executed
+//	127           CMD was not found
+//	128+N         distlock got signal N while waiting for KEY; CMD did not run
+//	2             bad usage: a flag, the backend URL, KEY, a backend not built in
+//
+// Exit status of status: 0 KEY is held (the holder is printed), 3 KEY is free,
+// 2 bad usage, 125 the backend failed.
+//
+// Run "distlock help" for the flags and the backend URLs.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// Exit statuses. See the package documentation.
+const (
+	exitOK       = 0
+	exitUsage    = 2
+	exitFree     = 3   // status: the key is free
+	exitHeld     = 75  // run: the key is held (EX_TEMPFAIL)
+	exitLost     = 124 // run: the lease was lost while CMD ran
+	exitFailed   = 125 // distlock itself failed
+	exitNoExec   = 126 // CMD could not be executed
+	exitNotFound = 127 // CMD was not found
+)
+
+const usageText = `usage:
+  distlock run [flags] KEY -- CMD [ARGS...]
+  distlock status [flags] KEY
+  distlock help
+
+run acquires KEY, runs CMD while it renews the lease, and releases KEY when CMD
+exits. CMD's environment has DISTLOCK_KEY and DISTLOCK_FENCE (the lease's fencing
+token, greater than that of every earlier run under KEY). SIGINT, SIGTERM and SIGHUP
+are forwarded to CMD. If the lease is lost while CMD runs, distlock sends CMD SIGTERM,
+then SIGKILL after --kill-after, and exits 124.
+
+run flags:
+  --backend URL      where the lock lives (default $DISTLOCK_BACKEND, else an SQLite
+                     file in the user cache directory: one lock table per host)
+  --ttl D            lease time to live, renewed every D/3 (default 30s)
+  --wait[=TIMEOUT]   wait for KEY instead of exiting 75 when it is held; with
+                     TIMEOUT, exit 75 if KEY is still held after it (--wait=5m)
+  --min-hold D       keep KEY at least D after acquiring it, even if CMD ends
+                     sooner, so that a job fired a little late elsewhere does not
+                     run again (default 0)
+  --kill-after D     after the lease is lost: SIGTERM to CMD, SIGKILL D later
+                     (default 10s)
+  --owner LABEL      owner label that status shows (default host:pid)
+  -v                 log acquisition, renewals and release to stderr
+
+status flags: --backend URL, as for run. It prints KEY's holder, fence, remaining
+ttl and owner.
+
+backend URLs:
+  redis://[[user]:password@]host[:port][/db]     one Redis server (rediss:// for TLS)
+  redlock://[[user]:password@]h1:p1,h2:p2,h3:p3[/db]
+                                                 RedLock over independent Redis masters
+  zk://h1:p1,h2:p2[/root]                        ZooKeeper ensemble (root /distlock)
+  etcd://[user:password@]h1:p1,h2:p2[/prefix]    etcd v3 cluster
+  postgres://user:password@host:port/db?sslmode=disable
+                                                 PostgreSQL (postgresql:// too)
+  mysql://user:password@host:port/db             MySQL 8 or MariaDB
+  sqlite:///absolute/path.db, sqlite:relative/path.db
+                                                 SQLite file: processes of one host
+
+exit status of run:
+  CMD's status  CMD ran under the lock (128+N if signal N killed it)
+  75            KEY is held (no --wait, or its timeout passed); CMD did not run
+  124           the lease was lost while CMD ran; CMD was stopped
+  125           distlock failed (backend unreachable or failing); CMD did not run
+  126, 127      CMD could not be executed, was not found
+  128+N         distlock got signal N while waiting for KEY
+  2             bad usage (flags, backend URL, KEY, backend not built in)
+exit status of status: 0 held, 3 free, 2 bad usage, 125 backend failure.
+`
+
+func main() {
+	quietClientLogs()
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Environ()))
+}
+
+// run is the whole command: it takes the arguments after the program name and the
+// environment as parameters, and returns the exit status, so that tests can call it.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer, env []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "distlock: missing command (run or status); see distlock help")
+		return exitUsage
+	}
+	ctx := context.Background()
+	switch args[0] {
+	case "run":
+		return cmdRun(ctx, args[1:], stdin, stdout, stderr, env)
+	case "status":
+		return cmdStatus(ctx, args[1:], stdout, stderr, env)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usageText)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "distlock: unknown command %q (want run or status); see distlock help\n", args[0])
+		return exitUsage
+	}
+}
+
+// lookupEnv returns the value of name in env; when env assigns name more than once,
+// the last assignment wins, as it does for exec.Cmd.Env.
+func lookupEnv(env []string, name string) (string, bool) {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == name {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// withEnv returns env without any assignment of the names in set, plus set's
+// assignments, in order.
+func withEnv(env []string, set ...string) []string {
+	out := make([]string, 0, len(env)+len(set))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		drop := false
+		for _, s := range set {
+			if sk, _, _ := strings.Cut(s, "="); sk == k {
+				drop = true
+				break
+			}
+		}
+		if !drop {
+			out = append(out, kv)
+		}
+	}
+	return append(out, set...)
+}
+
+// oneLine flattens an error message to one line (errors.Join puts each error on a
+// line of its own).
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
+}
+
+// A usageError is the user's: a bad flag, URL or key, or a backend that this build
+// lacks. It exits 2.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// usagef returns a usageError.
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// isUsage reports whether err is (or wraps) a usageError.
+func isUsage(err error) bool {
+	var u *usageError
+	return errors.As(err, &u)
+}
