@@ -68,6 +68,7 @@ func proxied(t *testing.T, opts *redlock.Options) (*redlock.Locker, *proxiedClie
 	if err != nil {
 		t.Fatalf("harness: redlock.New: %v", err)
 	}
+	t.Cleanup(func() { _ = l.Close() }) // before the clients close
 	return l, pc
 }
 
@@ -89,9 +90,10 @@ func TestConformance(t *testing.T) {
 			// A call gives each node a tenth of its ttl. Under -race on a loaded
 			// machine, a fresh client's first call (dial, handshake, NOSCRIPT and
 			// EVAL) through a fault proxy can take tens of milliseconds, and a burst
-			// of them (the contention test starts 24 at once) hundreds: a ttl of 1s
-			// leaves each node 100ms, and the contention test's 4s ttl 400ms.
-			MinTTL:    time.Second,
+			// of them (the contention test starts 24 clients' first calls at once)
+			// more than 400ms: a ttl of 2s leaves each node 200ms, and the
+			// contention test's 8s ttl 800ms.
+			MinTTL:    2 * time.Second,
 			MaxKeyLen: redlock.DefaultMaxKeyLen,
 			Waiter:    true,
 			Inspector: true,

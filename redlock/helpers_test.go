@@ -42,6 +42,7 @@ func newLocker(t testing.TB, opts *redlock.Options) *redlock.Locker {
 	if err != nil {
 		t.Fatalf("redlock.New: %v", err)
 	}
+	t.Cleanup(func() { _ = l.Close() }) // before the clients close
 	return l
 }
 

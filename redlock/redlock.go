@@ -126,14 +126,16 @@ func (o *Options) withDefaults() (Options, error) {
 
 // A Locker takes leases on keys with the RedLock algorithm over N independent Redis
 // masters. It implements distlock.Locker, distlock.Waiter and distlock.Inspector, and
-// is safe for concurrent use. It holds no resources of its own between calls:
-// closing the clients is the caller's business.
+// is safe for concurrent use. Its only resources are the pub/sub connections that
+// Wait opens (one per node, shared by all Waits, closed a few seconds after the last
+// Wait, by Close, or with the clients); closing the clients is the caller's business.
 type Locker struct {
 	nodes   []node
 	all     []int // 0..N-1
 	quorum  int
 	opts    Options
 	suspect []atomic.Bool // per node: its last call failed (see fanout)
+	hubs    []*hub        // per node: the pub/sub connection shared by Waits
 }
 
 // A node is one independent Redis master.
@@ -192,7 +194,20 @@ func New(clients []redis.UniversalClient, opts *Options) (*Locker, error) {
 		l.all = append(l.all, i)
 	}
 	l.suspect = make([]atomic.Bool, len(l.nodes))
+	for i, n := range l.nodes {
+		l.hubs = append(l.hubs, &hub{c: n.c, i: i})
+	}
 	return l, nil
+}
+
+// Close closes the pub/sub connections that Wait opened and waits for their
+// goroutines. It does not close the clients, and the Locker stays usable: a later
+// Wait opens them again. It returns nil.
+func (l *Locker) Close() error {
+	for _, h := range l.hubs {
+		h.close()
+	}
+	return nil
 }
 
 // Quorum returns how many nodes must agree: N/2+1.

@@ -7,27 +7,12 @@ import (
 	"slices"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/distlock/distlock"
 )
 
 // noTTLBound bounds a Wait for a node's lock that has no time to live, which this
 // package never makes (someone PERSISTed it, or wrote the key by hand).
 const noTTLBound = time.Second
-
-// A subscription is Wait's pub/sub connection to one node.
-type subscription struct {
-	ps   *redis.PubSub
-	done chan struct{} // closed when the receiving goroutine has returned
-	ok   bool          // confirmed before Wait stopped waiting for confirmations
-}
-
-// A confirmation reports that node i's SUBSCRIBE was confirmed (err == nil) or failed.
-type confirmation struct {
-	i   int
-	err error
-}
 
 // Wait returns nil when key may be free: at once if fewer than a quorum of nodes hold
 // a lock on it, else when a release is published on any node (Unlock, and the
@@ -45,8 +30,10 @@ type confirmation struct {
 // ErrLocked (distlock.Lock then backs off). When ctx ends while key is held it
 // returns errors.Join(distlock.ErrLocked, ctx.Err()).
 //
-// Each Wait opens one pub/sub connection per node and closes them before it returns
-// (a connection still being dialled is closed in the background).
+// The Waits of one Locker share one pub/sub connection per node, opened by the first
+// Wait and closed a few seconds after the last one ends (or by Close, or when the
+// client is closed); a Wait that follows another on the same key finds its channel
+// still subscribed.
 func (l *Locker) Wait(ctx context.Context, key string) error {
 	if err := distlock.ValidateKey(key, l.opts.MaxKeyLen); err != nil {
 		return err
@@ -55,24 +42,13 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 		return errors.Join(distlock.ErrLocked, err)
 	}
 	n := l.names(key)
-	woke := make(chan struct{}, 1)
-	confirmed := make(chan confirmation, len(l.nodes))
-	subs := make([]*subscription, len(l.nodes))
-	for i := range l.nodes {
-		subs[i] = l.subscribe(ctx, i, n.channel, woke, confirmed)
+	ls := &listener{woke: make(chan struct{}, 1), confirmed: make(chan confirmation, 4*len(l.nodes))}
+	for _, h := range l.hubs {
+		h.register(n.channel, ls)
 	}
 	defer func() {
-		for _, s := range subs {
-			if s.ok {
-				_ = s.ps.Close()
-				<-s.done
-				continue
-			}
-			// Subscribe may still hold the PubSub's lock while it dials: do not wait.
-			go func() {
-				_ = s.ps.Close()
-				<-s.done
-			}()
+		for _, h := range l.hubs {
+			h.unregister(n.channel, ls)
 		}
 	}()
 
@@ -80,18 +56,23 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 	t := time.NewTimer(l.opts.NodeTimeout)
 	defer t.Stop()
 	need := len(l.nodes) - l.quorum + 1
-	for ok, settled := 0, 0; ok < need && settled < len(l.nodes); {
+	ok := make([]bool, len(l.nodes))
+	settled := make([]bool, len(l.nodes))
+	for nok, nsettled := 0, 0; nok < need && nsettled < len(l.nodes); {
 		select {
-		case c := <-confirmed:
-			settled++
-			if c.err == nil {
-				subs[c.i].ok = true
-				ok++
+		case c := <-ls.confirmed:
+			if !settled[c.i] {
+				settled[c.i] = true
+				nsettled++
 			}
-		case <-woke:
+			if c.err == nil && !ok[c.i] {
+				ok[c.i] = true
+				nok++
+			}
+		case <-ls.woke:
 			return nil
 		case <-t.C:
-			ok = need // give up on the rest; they may still confirm and wake us
+			nok = need // give up on the rest; they may still confirm and wake us
 		case <-ctx.Done():
 			return errors.Join(distlock.ErrLocked, ctx.Err())
 		}
@@ -119,63 +100,19 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 			return nil
 		}
 		t.Reset(b.d)
-	case <-woke:
+	case <-ls.woke:
 		return nil
 	case <-ctx.Done():
 		return errors.Join(distlock.ErrLocked, ctx.Err())
 	}
 	select {
-	case <-woke:
+	case <-ls.woke:
 		return nil
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
 		return errors.Join(distlock.ErrLocked, ctx.Err())
 	}
-}
-
-// subscribe starts a pub/sub connection to node i on channel. It reports the
-// confirmation (or failure) of the subscription on confirmed, and every message on
-// the channel on woke, without blocking.
-func (l *Locker) subscribe(ctx context.Context, i int, channel string, woke chan<- struct{}, confirmed chan<- confirmation) *subscription {
-	// No channel yet: this makes no request and cannot fail.
-	s := &subscription{
-		ps:   l.nodes[i].c.Subscribe(context.WithoutCancel(ctx)),
-		done: make(chan struct{}),
-	}
-	go func() {
-		defer close(s.done)
-		if err := s.ps.Subscribe(ctx, channel); err != nil {
-			confirmed <- confirmation{i, err}
-			return
-		}
-		ok := false
-		for {
-			// Blocks until a message arrives or the PubSub is closed.
-			msg, err := s.ps.Receive(context.WithoutCancel(ctx))
-			if err != nil {
-				if !ok {
-					confirmed <- confirmation{i, err}
-				}
-				return
-			}
-			switch m := msg.(type) {
-			case *redis.Subscription:
-				if !ok && m.Kind == "subscribe" && m.Channel == channel {
-					ok = true
-					confirmed <- confirmation{i, nil}
-				}
-			case *redis.Message:
-				if m.Channel == channel {
-					select {
-					case woke <- struct{}{}:
-					default:
-					}
-				}
-			}
-		}
-	}()
-	return s
 }
 
 // waitBound reads every node's lock and returns how long until the free nodes could
