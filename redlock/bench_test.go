@@ -29,10 +29,16 @@ func BenchmarkTryLockUnlock(b *testing.B) {
 	}
 }
 
+// holdFor is how long a holder keeps the key in the hand-off benchmark: long enough
+// that a holder that has just released and queues again finds the key held, so each
+// hand-off goes to a waiter that was already waiting.
+const holdFor = 2 * time.Millisecond
+
 // BenchmarkHandoff: 16 waiters, each with a Locker (and clients) of its own as if in
 // another process, take one key in turn with distlock.Lock (which waits through
-// pub/sub). One op is one hand-off; gap-p50/gap-p99 measure the time from the
-// holder's Unlock call to the next holder's acquisition.
+// pub/sub), holding it for holdFor. One op is one hand-off (its ns/op includes
+// holdFor); gap-p50/gap-p99 measure the time from the holder's Unlock call to the
+// next holder's acquisition.
 func BenchmarkHandoff(b *testing.B) {
 	const waiters = 16
 	lockers := make([]*redlock.Locker, waiters)
@@ -50,7 +56,8 @@ func BenchmarkHandoff(b *testing.B) {
 	reportGaps(b, gaps)
 }
 
-// handoff runs b.N hand-offs of one lock among waiters goroutines; lock(ctx, i) is
+// handoff runs b.N hand-offs of one lock among waiters goroutines, each holding it
+// for holdFor and queueing again once another has taken it; lock(ctx, i) is
 // waiter i's blocking acquisition and returns its release. It returns the gaps.
 func handoff(b *testing.B, waiters int, lock func(ctx context.Context, i int) (func(context.Context) error, error)) []time.Duration {
 	b.Helper()
@@ -58,7 +65,8 @@ func handoff(b *testing.B, waiters int, lock func(ctx context.Context, i int) (f
 	defer cancel()
 	var (
 		mu       sync.Mutex
-		released time.Time // when the last holder called its release
+		released time.Time     // when the last holder called its release
+		handed   chan struct{} // closed when the next holder acquires
 		gaps     = make([]time.Duration, 0, b.N)
 		count    atomic.Int64
 		wg       sync.WaitGroup
@@ -80,17 +88,32 @@ func handoff(b *testing.B, waiters int, lock func(ctx context.Context, i int) (f
 				now := time.Now()
 				c := count.Add(1)
 				mu.Lock()
+				if handed != nil {
+					close(handed)
+				}
 				if !released.IsZero() {
 					gaps = append(gaps, now.Sub(released))
 				}
-				released = time.Now()
+				next := make(chan struct{})
+				handed = next
 				mu.Unlock()
 				if c >= n {
 					cancel()
 				}
+				time.Sleep(holdFor) // the work under the lock
+				mu.Lock()
+				released = time.Now()
+				mu.Unlock()
 				if err := release(context.Background()); err != nil {
 					failed.Store(err)
 					cancel()
+					return
+				}
+				// A hand-off goes to one of the others: wait for the next holder
+				// before queueing again.
+				select {
+				case <-next:
+				case <-ctx.Done():
 					return
 				}
 			}

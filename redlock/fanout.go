@@ -76,13 +76,22 @@ func fanout[T any](ctx context.Context, l *Locker, idx []int, timeout time.Durat
 	}
 	ch := make(chan msg, len(idx))
 	states := make([]atomic.Int32, len(l.nodes))
+	// One context for all the calls, cancelled by the last one to finish (never
+	// earlier: an abandoned call still runs to its end).
+	cctx, cancel := context.WithDeadline(ctx, deadline)
+	var running atomic.Int32
+	running.Store(int32(len(idx)))
+	finished := func() {
+		if running.Add(-1) == 0 {
+			cancel()
+		}
+	}
 	for _, i := range idx {
 		res[i].ran = true
 		res[i].suspect = l.suspect[i].Load()
 		go func() {
-			cctx, cancel := context.WithDeadline(ctx, deadline)
 			v, err := f(cctx, i)
-			cancel()
+			finished()
 			if ctx.Err() == nil {
 				l.suspect[i].Store(err != nil)
 			}
