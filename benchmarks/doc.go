@@ -1,0 +1,33 @@
+// Package benchmarks measures every distlock backend, and the peer libraries a user
+// would pick instead, under the same three workloads in one run, and writes the
+// backend matrix (results/matrix.md, results/matrix.csv and the README section
+// between the matrix markers).
+//
+// It is its own module (a replace points at the library), so that the peers
+// (go-redsync/redsync, bsm/redislock, ...) never enter the library's go.mod.
+//
+// # Workloads
+//
+//   - W1, uncontended: TryLock followed by Unlock, each goroutine on its own key, with
+//     1 and with 16 goroutines sharing one client: operations per second and the
+//     latency of one TryLock+Unlock pair (p50, p99).
+//   - W2, contended handoff: 16 waiters, each with its own client (its own
+//     connections), take turns on one key with a blocking acquire and hold it 1ms:
+//     acquisitions per second, and the gap from one holder's Unlock (the moment it
+//     calls Unlock) to the next holder's acquisition (the moment its acquire
+//     returns), both read from one monotonic clock in this process.
+//   - W3, failover: a holder, connected through a faultproxy, acquires the key and is
+//     then "killed": its connections are reset and new ones refused, as when its
+//     process dies (clients without a network connection close their client
+//     instead). A waiter on its own client is already blocked on the key; W3
+//     measures the time from the kill until the waiter holds the key, and compares
+//     it with the lease's ttl or the session timeout.
+//
+// Each subject is a Subject: a name, its role (one of ours, a peer library, or a
+// protocol's raw floor: the fewest round trips issued by hand), and a constructor of
+// Clients. Each backend's adapters are one small file (redis.go, etcd.go, ...).
+//
+// `make matrix` (go test -tags matrix -run TestMatrix) starts the servers with
+// internal/testenv and runs the whole matrix; the package's plain tests (go test
+// ./...) run every workload tiny against memlock only, as a smoke test.
+package benchmarks

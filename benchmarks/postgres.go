@@ -1,0 +1,158 @@
+package benchmarks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/distlock/distlock/sqllock"
+)
+
+// pgMaxConns is the pool size of every PostgreSQL client: enough for W1's 16
+// goroutines, each holding a connection for an advisory lock.
+const pgMaxConns = 20
+
+// newPGPool returns a pool of the server at url (its host and port through route).
+func newPGPool(ctx context.Context, url string, route Route) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	a, err := route.Dial(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+	if err != nil {
+		return nil, err
+	}
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return nil, err
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(p)
+	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	cfg.MaxConns = pgMaxConns
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// PostgresSubjects returns the subjects on one PostgreSQL server: sqllock's
+// PostgresLocker and the peer (which is also the floor) advisory locks.
+func PostgresSubjects(url string, cfg Config) []Subject {
+	return []Subject{
+		{
+			Name: "sqllock (postgres)", Protocol: "postgres", Role: Ours,
+			Wakeup: "LISTEN/NOTIFY (Waiter)", Waiter: true, Workloads: all,
+			Bound: cfg.TTL, BoundKind: "ttl", Networked: true,
+			New: func(ctx context.Context, route Route) (Client, error) {
+				pool, err := newPGPool(ctx, url, route)
+				if err != nil {
+					return nil, err
+				}
+				l, err := sqllock.NewPostgres(ctx, pool, &sqllock.Options{Table: "bench_locks"})
+				if err != nil {
+					pool.Close()
+					return nil, err
+				}
+				return &lockerClient{l: l, ttl: cfg.TTL, close: func() error { pool.Close(); return nil }}, nil
+			},
+			Note: fmt.Sprintf("pgxpool of at most %d connections per client", pgMaxConns),
+		},
+		{
+			Name: "postgres advisory lock", Baseline: true, Protocol: "postgres", Role: Peer,
+			Wakeup: "server-side queue (pg_advisory_lock blocks)", Workloads: all,
+			BoundKind: "connection close", Networked: true,
+			New: func(ctx context.Context, route Route) (Client, error) {
+				pool, err := newPGPool(ctx, url, route)
+				if err != nil {
+					return nil, err
+				}
+				return &pgAdvisory{pool: pool}, nil
+			},
+			Note: "pg_try_advisory_lock / pg_advisory_lock and pg_advisory_unlock on a connection held for the lock: 2 round trips, the protocol's floor too; no ttl, no fence",
+		},
+	}
+}
+
+// pgAdvisory is PostgreSQL's session-level advisory locks, each held on a pooled
+// connection that stays out of the pool until the unlock.
+type pgAdvisory struct{ pool *pgxpool.Pool }
+
+// advisoryKey maps a key to the advisory lock's bigint.
+func advisoryKey(key string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	return int64(h.Sum64())
+}
+
+func (c *pgAdvisory) acquire(ctx context.Context, key string, wait bool) (Held, error) {
+	conn, err := c.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	k := advisoryKey(key)
+	if wait {
+		if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", k); err != nil {
+			// A cancelled query closes the connection, so the pool drops it and the
+			// server ends its session, releasing a lock it may have granted.
+			conn.Release()
+			return nil, err
+		}
+		return pgAdvisoryHeld{conn, k}, nil
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", k).Scan(&ok); err != nil {
+		conn.Release()
+		return nil, err
+	}
+	if !ok {
+		conn.Release()
+		return nil, ErrBusy
+	}
+	return pgAdvisoryHeld{conn, k}, nil
+}
+
+func (c *pgAdvisory) TryLock(ctx context.Context, key string) (Held, error) {
+	return c.acquire(ctx, key, false)
+}
+
+func (c *pgAdvisory) Lock(ctx context.Context, key string) (Held, error) {
+	return c.acquire(ctx, key, true)
+}
+
+func (c *pgAdvisory) Close() error {
+	c.pool.Close()
+	return nil
+}
+
+type pgAdvisoryHeld struct {
+	conn *pgxpool.Conn
+	k    int64
+}
+
+// Abandon closes the connection of a holder that was killed, without unlocking,
+// so that the pool can close.
+func (h pgAdvisoryHeld) Abandon() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = h.conn.Conn().Close(ctx)
+	h.conn.Release()
+}
+
+func (h pgAdvisoryHeld) Unlock(ctx context.Context) error {
+	defer h.conn.Release()
+	var ok bool
+	if err := h.conn.QueryRow(ctx, "SELECT pg_advisory_unlock($1)", h.k).Scan(&ok); err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("pg_advisory_unlock: the lock was not held")
+	}
+	return nil
+}

@@ -1,0 +1,374 @@
+package benchmarks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	bsm "github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	redsyncredis "github.com/go-redsync/redsync/v4/redis"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redislock"
+)
+
+// bsmBackoff is bsm/redislock's retry interval in W2 and W3: the library has no
+// default retry (Obtain makes one attempt), and its README's example retries every
+// 100ms.
+const bsmBackoff = 100 * time.Millisecond
+
+// newRedisClient returns a go-redis client of the server at addr (through route),
+// with go-redis' defaults.
+func newRedisClient(addr string, route Route) (*redis.Client, error) {
+	a, err := route.Dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	return redis.NewClient(&redis.Options{Addr: a}), nil
+}
+
+// RedisSubjects returns the subjects on one Redis server: redislock, the peers
+// redsync (one node) and bsm/redislock, and the floor.
+func RedisSubjects(addr string, cfg Config) []Subject {
+	return []Subject{
+		{
+			Name: "redislock", Protocol: "redis", Role: Ours,
+			Wakeup: "pub/sub (Waiter)", Waiter: true, Workloads: all,
+			Bound: cfg.TTL, BoundKind: "ttl", Networked: true,
+			New: func(ctx context.Context, route Route) (Client, error) {
+				c, err := newRedisClient(addr, route)
+				if err != nil {
+					return nil, err
+				}
+				return &lockerClient{l: redislock.New(c, nil), ttl: cfg.TTL, close: c.Close}, nil
+			},
+		},
+		{
+			Name: "redislock (ctx.Background)", Protocol: "redis", Role: Ours,
+			Wakeup: "pub/sub (Waiter)", Waiter: true, Workloads: w1Only,
+			Bound: cfg.TTL, BoundKind: "ttl", Networked: true,
+			New: func(ctx context.Context, route Route) (Client, error) {
+				c, err := newRedisClient(addr, route)
+				if err != nil {
+					return nil, err
+				}
+				return backgroundClient{&lockerClient{l: redislock.New(c, nil), ttl: cfg.TTL, close: c.Close}}, nil
+			},
+			Note: "calls get context.Background(), which redislock runs on the caller's goroutine (a cancellable context costs a goroutine per call)",
+		},
+		{
+			Name: "redsync", Protocol: "redis", Role: Peer,
+			Wakeup: "poll, random 50-250ms (default)", Workloads: all,
+			Bound: cfg.TTL, BoundKind: "ttl", Networked: true,
+			New: func(ctx context.Context, route Route) (Client, error) {
+				return newRedsyncClient([]string{addr}, route, cfg.TTL)
+			},
+			Note: "go-redsync/redsync v4 on one node; default retry delay, tries unbounded (the context bounds Lock)",
+		},
+		{
+			Name: "bsm/redislock", Protocol: "redis", Role: Peer,
+			Wakeup: fmt.Sprintf("poll, every %v", bsmBackoff), Workloads: all,
+			Bound: cfg.TTL, BoundKind: "ttl", Networked: true,
+			New: func(ctx context.Context, route Route) (Client, error) {
+				c, err := newRedisClient(addr, route)
+				if err != nil {
+					return nil, err
+				}
+				return &bsmClient{rdb: c, c: bsm.New(c), ttl: cfg.TTL}, nil
+			},
+			Note: fmt.Sprintf("Obtain with LinearBackoff(%v) to wait (the library's README example); no retry for TryLock", bsmBackoff),
+		},
+		{
+			Name: "redis raw floor", Baseline: true, Protocol: "redis", Role: Floor,
+			Wakeup: "-", Workloads: w1Only, Networked: true,
+			New: func(ctx context.Context, route Route) (Client, error) {
+				return newRawRedis([]string{addr}, route, cfg.TTL)
+			},
+			Note: "SET key token NX PX ttl, then an EVALSHA compare-and-delete: 2 round trips, no fence",
+		},
+		{
+			Name: "redis raw floor + fence", Protocol: "redis", Role: Floor,
+			Wakeup: "-", Workloads: w1Only, Networked: true,
+			New: func(ctx context.Context, route Route) (Client, error) {
+				c, err := newRedisClient(addr, route)
+				if err != nil {
+					return nil, err
+				}
+				return &rawRedisFence{c: c, ttl: cfg.TTL}, nil
+			},
+			Note: "what redislock's protocol needs at least: one script that sets the lock (SET NX PX) and increments a fence counter (INCR), then one that compares, deletes and PUBLISHes the release; 2 round trips",
+		},
+	}
+}
+
+// rawFenceAcquire sets KEYS[1] to ARGV[1] for ARGV[2] ms if it is absent and then
+// increments the fence KEYS[2]; it returns the fence, or 0 when the key is held.
+var rawFenceAcquire = redis.NewScript(`if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return redis.call("INCR", KEYS[2]) end return 0`)
+
+// rawFenceRelease deletes KEYS[1] if it holds ARGV[1] and publishes on ARGV[2].
+var rawFenceRelease = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then redis.call("DEL", KEYS[1]) redis.call("PUBLISH", ARGV[2], "") return 1 end return 0`)
+
+// rawRedisFence is the floor of a fenced lock with a release notification.
+type rawRedisFence struct {
+	c   *redis.Client
+	ttl time.Duration
+}
+
+func (c *rawRedisFence) TryLock(ctx context.Context, key string) (Held, error) {
+	token := distlock.NewToken()
+	tag := "{" + key + "}"
+	f, err := rawFenceAcquire.Run(ctx, c.c, []string{tag + ":lock", tag + ":fence"}, token, c.ttl.Milliseconds()).Int64()
+	if err != nil {
+		return nil, err
+	}
+	if f == 0 {
+		return nil, ErrBusy
+	}
+	return rawRedisFenceHeld{c.c, tag, token}, nil
+}
+
+func (c *rawRedisFence) Lock(ctx context.Context, key string) (Held, error) {
+	return nil, errors.New("the raw floor runs W1 only")
+}
+
+func (c *rawRedisFence) Close() error { return c.c.Close() }
+
+type rawRedisFenceHeld struct {
+	c          *redis.Client
+	tag, token string
+}
+
+func (h rawRedisFenceHeld) Unlock(ctx context.Context) error {
+	n, err := rawFenceRelease.Run(ctx, h.c, []string{h.tag + ":lock"}, h.token, h.tag+":release").Int64()
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return errors.New("redis raw floor + fence: the lock was gone")
+	}
+	return nil
+}
+
+// backgroundClient calls its Client with context.Background(), ignoring the
+// caller's context.
+type backgroundClient struct{ Client }
+
+func (c backgroundClient) TryLock(_ context.Context, key string) (Held, error) {
+	h, err := c.Client.TryLock(context.Background(), key)
+	if err != nil {
+		return nil, err
+	}
+	return backgroundHeld{h}, nil
+}
+
+type backgroundHeld struct{ Held }
+
+func (h backgroundHeld) Unlock(context.Context) error { return h.Held.Unlock(context.Background()) }
+
+// redsyncClient is go-redsync/redsync v4 over one go-redis client per node.
+type redsyncClient struct {
+	clients []*redis.Client
+	rs      *redsync.Redsync
+	ttl     time.Duration
+}
+
+func newRedsyncClient(addrs []string, route Route, ttl time.Duration) (*redsyncClient, error) {
+	c := &redsyncClient{ttl: ttl}
+	var pools []redsyncredis.Pool
+	for _, a := range addrs {
+		rc, err := newRedisClient(a, route)
+		if err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+		c.clients = append(c.clients, rc)
+		pools = append(pools, goredis.NewPool(rc))
+	}
+	c.rs = redsync.New(pools...)
+	return c, nil
+}
+
+func (c *redsyncClient) mutex(key string) *redsync.Mutex {
+	return c.rs.NewMutex(key, redsync.WithExpiry(c.ttl), redsync.WithTries(math.MaxInt32))
+}
+
+func (c *redsyncClient) TryLock(ctx context.Context, key string) (Held, error) {
+	m := c.mutex(key)
+	if err := m.TryLockContext(ctx); err != nil {
+		var taken *redsync.ErrTaken
+		if errors.As(err, &taken) || errors.Is(err, redsync.ErrFailed) {
+			return nil, fmt.Errorf("%w: %w", ErrBusy, err)
+		}
+		return nil, err
+	}
+	return redsyncHeld{m}, nil
+}
+
+func (c *redsyncClient) Lock(ctx context.Context, key string) (Held, error) {
+	m := c.mutex(key)
+	if err := m.LockContext(ctx); err != nil {
+		return nil, err
+	}
+	return redsyncHeld{m}, nil
+}
+
+func (c *redsyncClient) Close() error {
+	var errs []error
+	for _, rc := range c.clients {
+		errs = append(errs, rc.Close())
+	}
+	return errors.Join(errs...)
+}
+
+type redsyncHeld struct{ m *redsync.Mutex }
+
+func (h redsyncHeld) Unlock(ctx context.Context) error {
+	ok, err := h.m.UnlockContext(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("redsync: Unlock found the lock gone")
+	}
+	return nil
+}
+
+// bsmClient is bsm/redislock.
+type bsmClient struct {
+	rdb *redis.Client
+	c   *bsm.Client
+	ttl time.Duration
+}
+
+func (c *bsmClient) TryLock(ctx context.Context, key string) (Held, error) {
+	l, err := c.c.Obtain(ctx, key, c.ttl, nil)
+	if err != nil {
+		if errors.Is(err, bsm.ErrNotObtained) {
+			return nil, fmt.Errorf("%w: %w", ErrBusy, err)
+		}
+		return nil, err
+	}
+	return bsmHeld{l}, nil
+}
+
+func (c *bsmClient) Lock(ctx context.Context, key string) (Held, error) {
+	l, err := c.c.Obtain(ctx, key, c.ttl, &bsm.Options{RetryStrategy: bsm.LinearBackoff(bsmBackoff)})
+	if err != nil {
+		return nil, err
+	}
+	return bsmHeld{l}, nil
+}
+
+func (c *bsmClient) Close() error { return c.rdb.Close() }
+
+type bsmHeld struct{ l *bsm.Lock }
+
+func (h bsmHeld) Unlock(ctx context.Context) error { return h.l.Release(ctx) }
+
+// rawRedis is the floor: SET NX PX to acquire, a compare-and-delete script to
+// release, on every node at once (a quorum of them must answer yes).
+type rawRedis struct {
+	clients []*redis.Client
+	ttl     time.Duration
+}
+
+// rawRelease deletes KEYS[1] if it holds ARGV[1].
+var rawRelease = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
+
+func newRawRedis(addrs []string, route Route, ttl time.Duration) (*rawRedis, error) {
+	c := &rawRedis{ttl: ttl}
+	for _, a := range addrs {
+		rc, err := newRedisClient(a, route)
+		if err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+		c.clients = append(c.clients, rc)
+	}
+	return c, nil
+}
+
+// onAll runs f on every client, in parallel when there are several, and returns
+// how many answered true and the errors.
+func (c *rawRedis) onAll(f func(*redis.Client) (bool, error)) (int, error) {
+	if len(c.clients) == 1 {
+		ok, err := f(c.clients[0])
+		if ok {
+			return 1, err
+		}
+		return 0, err
+	}
+	type res struct {
+		ok  bool
+		err error
+	}
+	ch := make(chan res, len(c.clients))
+	for _, rc := range c.clients {
+		go func() {
+			ok, err := f(rc)
+			ch <- res{ok, err}
+		}()
+	}
+	n := 0
+	var errs []error
+	for range c.clients {
+		r := <-ch
+		if r.ok {
+			n++
+		}
+		errs = append(errs, r.err)
+	}
+	return n, errors.Join(errs...)
+}
+
+func (c *rawRedis) TryLock(ctx context.Context, key string) (Held, error) {
+	token := distlock.NewToken()
+	n, err := c.onAll(func(rc *redis.Client) (bool, error) {
+		return rc.SetNX(ctx, key, token, c.ttl).Result()
+	})
+	h := &rawRedisHeld{c: c, key: key, token: token}
+	if n < len(c.clients)/2+1 {
+		_ = h.Unlock(context.WithoutCancel(ctx))
+		if err != nil {
+			return nil, err
+		}
+		return nil, ErrBusy
+	}
+	return h, nil
+}
+
+func (c *rawRedis) Lock(ctx context.Context, key string) (Held, error) {
+	return nil, errors.New("the raw floor runs W1 only")
+}
+
+func (c *rawRedis) Close() error {
+	var errs []error
+	for _, rc := range c.clients {
+		errs = append(errs, rc.Close())
+	}
+	return errors.Join(errs...)
+}
+
+type rawRedisHeld struct {
+	c          *rawRedis
+	key, token string
+}
+
+func (h *rawRedisHeld) Unlock(ctx context.Context) error {
+	n, err := h.c.onAll(func(rc *redis.Client) (bool, error) {
+		v, err := rawRelease.Run(ctx, rc, []string{h.key}, h.token).Int()
+		return v == 1, err
+	})
+	if err != nil {
+		return err
+	}
+	if n < len(h.c.clients)/2+1 {
+		return fmt.Errorf("released on %d of %d nodes", n, len(h.c.clients))
+	}
+	return nil
+}

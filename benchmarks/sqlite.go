@@ -1,0 +1,35 @@
+package benchmarks
+
+import (
+	"context"
+	"database/sql"
+
+	_ "modernc.org/sqlite" // the driver sqllock.NewSQLite needs
+
+	"github.com/distlock/distlock/sqllock"
+)
+
+// SQLiteSubjects returns sqllock's SQLite Locker on the database file path: every
+// Client opens the file on its own, as processes of one host would. It has no
+// network connection: W3 kills the holder by closing its database without
+// unlocking.
+func SQLiteSubjects(path string, cfg Config) []Subject {
+	return []Subject{{
+		Name: "sqllock (sqlite)", Protocol: "sqlite", Role: Ours,
+		Wakeup: "poll (distlock.Lock backoff 10ms-1s, jittered)", Workloads: all,
+		Bound: cfg.TTL, BoundKind: "ttl",
+		New: func(ctx context.Context, _ Route) (Client, error) {
+			db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+			if err != nil {
+				return nil, err
+			}
+			l, err := sqllock.NewSQLite(ctx, db, &sqllock.Options{Table: "bench_locks"})
+			if err != nil {
+				_ = db.Close()
+				return nil, err
+			}
+			return &lockerClient{l: l, ttl: cfg.TTL, close: db.Close}, nil
+		},
+		Note: "one database file on local disk, opened by every client",
+	}}
+}
