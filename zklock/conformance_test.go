@@ -1,0 +1,131 @@
+package zklock_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/zklock"
+)
+
+// harness returns a conformance harness whose clients each have their own session
+// with the servers that addrs returns, through fault proxies of their own. pause and
+// restart act on the servers.
+func harness(addrs func() []string, pause func(t *testing.T) func(), restart func(t *testing.T)) conformance.Harness {
+	reg := &registry{}
+	return conformance.Harness{
+		NewClient: func(t *testing.T) distlock.Locker {
+			c := newClient(t, addrs(), sessionTimeout, nil, true)
+			reg.add(c)
+			return c.l
+		},
+		Caps: conformance.Capabilities{
+			SessionExpiry: true,
+			// A partitioned or crashed holder's session expires sessionTimeout after
+			// the server last heard from it, rounded up to the server's tick; the rest
+			// is for a loaded machine.
+			Grace:     sessionTimeout + time.Second,
+			MaxKeyLen: zklock.MaxKeyLen,
+			Waiter:    true,
+			Inspector: true,
+		},
+		Faults: conformance.Faults{
+			// Closing the connection ends the session at once (closeSession): the
+			// server deletes the session's lock nodes.
+			Crash: func(t *testing.T, l distlock.Locker) { reg.get(t, l).conn.Close() },
+			// A cut rather than a blackhole: go-zookeeper waits 10 × 2/3 of the
+			// session timeout for a handshake answer, so a blackholed reconnect
+			// outlasts the suite's retries after healing. TestBlackholedHolder covers
+			// the blackhole.
+			Partition: func(t *testing.T, l distlock.Locker) func() {
+				c := reg.get(t, l)
+				c.cut()
+				return c.heal
+			},
+			Delay: func(t *testing.T, l distlock.Locker, d time.Duration) func() {
+				c := reg.get(t, l)
+				c.delay(d)
+				return func() { c.delay(0) }
+			},
+			PauseServer:   pause,
+			RestartServer: restart,
+		},
+	}
+}
+
+func TestConformanceStandalone(t *testing.T) {
+	conformance.Run(t, harness(standaloneAddrs,
+		func(t *testing.T) func() {
+			zkSrv.Pause(t)
+			return func() { zkSrv.Resume(t) }
+		},
+		func(t *testing.T) { zkSrv.Restart(t) },
+	))
+}
+
+func TestConformanceEnsemble(t *testing.T) {
+	conformance.Run(t, harness(ensembleAddrs,
+		func(t *testing.T) func() {
+			for _, s := range zkEns.Nodes {
+				s.Pause(t)
+			}
+			return func() {
+				for _, s := range zkEns.Nodes {
+					s.Resume(t)
+				}
+			}
+		},
+		restartEnsemble,
+	))
+}
+
+// restartEnsemble stops every node, starts them all again (concurrently: a node is
+// ready only once a quorum has formed) and waits until the ensemble serves.
+func restartEnsemble(t *testing.T) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, s := range zkEns.Nodes {
+		wg.Go(func() {
+			if err := s.Stop(); err != nil {
+				t.Errorf("stop %s: %v", s, err)
+			}
+		})
+	}
+	wg.Wait()
+	g := &goTB{TB: t}
+	for _, s := range zkEns.Nodes {
+		wg.Go(func() { s.Restart(g) })
+	}
+	wg.Wait()
+	if len(g.errs) > 0 {
+		t.Fatalf("restart the ensemble: %v", g.errs)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := zkEns.WaitServing(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// goTB lets a goroutine other than the test's call a testenv method that may fail
+// the test: Fatalf records the message and ends the goroutine, and the test reports
+// the messages after joining it.
+type goTB struct {
+	testing.TB
+	mu   sync.Mutex
+	errs []string
+}
+
+func (g *goTB) Helper() {}
+
+func (g *goTB) Fatalf(format string, args ...any) {
+	g.mu.Lock()
+	g.errs = append(g.errs, fmt.Sprintf(format, args...))
+	g.mu.Unlock()
+	runtime.Goexit()
+}

@@ -1,0 +1,179 @@
+package zklock_test
+
+import (
+	"io"
+	"log"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/internal/testenv"
+	"github.com/distlock/distlock/zklock"
+)
+
+// Servers of this package's tests, started once by TestMain.
+var (
+	zkSrv *testenv.Server   // standalone: conformance, unit tests, benchmarks
+	zkEns *testenv.Ensemble // 3 nodes: conformance, leader kill
+)
+
+func TestMain(m *testing.M) {
+	testenv.Main(m, func(env *testenv.Env) error {
+		var err error
+		if zkSrv, err = env.ZooKeeper(); err != nil {
+			return err
+		}
+		zkEns, err = env.ZooKeeperEnsemble(3)
+		return err
+	})
+}
+
+// sessionTimeout is the session timeout of the tests' clients (the servers grant
+// anything from 400ms to 30s): long enough that a loaded machine does not expire a
+// healthy session, short enough that expiry tests take seconds.
+const sessionTimeout = 2 * time.Second
+
+// quiet keeps go-zookeeper's connection log out of the test output.
+var quiet = zk.WithLogger(log.New(io.Discard, "", 0))
+
+// connect returns a go-zookeeper connection to addrs with a session of timeout st,
+// once it has its session. The caller closes it.
+func connect(t testing.TB, addrs []string, st time.Duration) *zk.Conn {
+	t.Helper()
+	conn, _, err := zk.Connect(addrs, st, quiet) // the event channel never blocks the library
+	if err != nil {
+		t.Fatalf("zk.Connect(%v): %v", addrs, err)
+	}
+	if err := waitState(conn, zk.StateHasSession, 30*time.Second); err != nil {
+		conn.Close()
+		t.Fatalf("zk.Connect(%v): %v", addrs, err)
+	}
+	return conn
+}
+
+// waitState polls conn until its state is want or d passes.
+func waitState(conn *zk.Conn, want zk.State, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for conn.State() != want {
+		if time.Now().After(deadline) {
+			return &stateError{want: want, got: conn.State(), after: d}
+		}
+		time.Sleep(5 * time.Millisecond) // polling pace, bounded by the deadline
+	}
+	return nil
+}
+
+type stateError struct {
+	want, got zk.State
+	after     time.Duration
+}
+
+func (e *stateError) Error() string {
+	return "connection state " + e.got.String() + ", not " + e.want.String() + ", after " + e.after.String()
+}
+
+// A client is one Locker with its own connection (its own session), optionally
+// through fault proxies, one per server.
+type client struct {
+	l       *zklock.Locker
+	conn    *zk.Conn
+	proxies []*faultproxy.Proxy
+}
+
+// newClient connects to servers (through a fault proxy each when proxied) and makes
+// a Locker with opts (SessionTimeout defaults to st). Everything is closed at t's
+// cleanup: the connection first, so that the Locker's Close returns at once.
+func newClient(t testing.TB, servers []string, st time.Duration, opts *zklock.Options, proxied bool) *client {
+	t.Helper()
+	c := &client{}
+	addrs := servers
+	if proxied {
+		addrs = make([]string, len(servers))
+		for i, s := range servers {
+			p, err := faultproxy.New(s, nil)
+			if err != nil {
+				t.Fatalf("faultproxy.New(%s): %v", s, err)
+			}
+			t.Cleanup(func() { _ = p.Close() })
+			c.proxies = append(c.proxies, p)
+			addrs[i] = p.Addr()
+		}
+	}
+	c.conn = connect(t, addrs, st)
+	var o zklock.Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.SessionTimeout == 0 {
+		o.SessionTimeout = st
+	}
+	l, err := zklock.New(c.conn, &o)
+	if err != nil {
+		c.conn.Close()
+		t.Fatalf("zklock.New: %v", err)
+	}
+	c.l = l
+	t.Cleanup(func() {
+		c.conn.Close()
+		_ = l.Close()
+	})
+	return c
+}
+
+func (c *client) cut() {
+	for _, p := range c.proxies {
+		p.Cut()
+	}
+}
+
+func (c *client) blackhole() {
+	for _, p := range c.proxies {
+		p.Blackhole()
+	}
+}
+
+func (c *client) heal() {
+	for _, p := range c.proxies {
+		p.Heal()
+	}
+}
+
+func (c *client) delay(d time.Duration) {
+	for _, p := range c.proxies {
+		p.Delay(d)
+	}
+}
+
+// registry maps the Lockers a harness made to their clients.
+type registry struct {
+	mu      sync.Mutex
+	clients map[distlock.Locker]*client
+}
+
+func (r *registry) add(c *client) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.clients == nil {
+		r.clients = make(map[distlock.Locker]*client)
+	}
+	r.clients[c.l] = c
+}
+
+func (r *registry) get(t *testing.T, l distlock.Locker) *client {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.clients[l]
+	if c == nil {
+		t.Fatalf("harness: Locker %p was not made by this harness", l)
+	}
+	return c
+}
+
+// standaloneAddrs and ensembleAddrs are the servers of the two deployments.
+func standaloneAddrs() []string { return []string{zkSrv.Addr()} }
+func ensembleAddrs() []string   { return zkEns.Addrs() }

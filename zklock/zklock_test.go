@@ -1,0 +1,498 @@
+package zklock_test
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/zklock"
+)
+
+// ctxT returns a context for one call, bounded by 10s.
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// uniqueKey returns a key no other test uses.
+func uniqueKey(t *testing.T) string { return t.Name() + "-" + distlock.NewToken()[:10] }
+
+// keyPath is where the Locker keeps key under the default Root.
+func keyPath(key string) string {
+	return zklock.DefaultRoot + "/" + base64.RawURLEncoding.EncodeToString([]byte(key))
+}
+
+// children lists keyPath's children through conn (none when it does not exist).
+func children(t *testing.T, conn *zk.Conn, path string) []string {
+	t.Helper()
+	ch, _, err := conn.Children(path)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("Children(%s): %v", path, err)
+	}
+	return ch
+}
+
+// eventually polls cond every 10ms until it holds or d passes.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(10 * time.Millisecond) // polling pace, bounded by the deadline
+	}
+}
+
+func TestNewValidatesOptions(t *testing.T) {
+	conn := connect(t, standaloneAddrs(), sessionTimeout)
+	defer conn.Close()
+	st := sessionTimeout
+	for _, tc := range []struct {
+		name string
+		conn *zk.Conn
+		opts *zklock.Options
+		want string
+	}{
+		{"nil options", conn, nil, "SessionTimeout"},
+		{"no session timeout", conn, &zklock.Options{Root: "/x"}, "SessionTimeout"},
+		{"negative session timeout", conn, &zklock.Options{SessionTimeout: -time.Second}, "SessionTimeout"},
+		{"nil conn", nil, &zklock.Options{SessionTimeout: st}, "zk.Conn"},
+		{"relative root", conn, &zklock.Options{SessionTimeout: st, Root: "distlock"}, "Root"},
+		{"root with ..", conn, &zklock.Options{SessionTimeout: st, Root: "/a/../b"}, "Root"},
+		{"reserved root", conn, &zklock.Options{SessionTimeout: st, Root: "/zookeeper/locks"}, "Root"},
+		{"long owner", conn, &zklock.Options{SessionTimeout: st, Owner: strings.Repeat("o", zklock.MaxOwnerLen+1)}, "Owner"},
+		{"negative grace", conn, &zklock.Options{SessionTimeout: st, DisconnectGrace: -1}, "DisconnectGrace"},
+	} {
+		l, err := zklock.New(tc.conn, tc.opts)
+		if !errors.Is(err, distlock.ErrInvalid) || !strings.Contains(err.Error(), tc.want) || l != nil {
+			t.Errorf("%s: New = %v, %v; want ErrInvalid naming %s", tc.name, l, err, tc.want)
+		}
+	}
+}
+
+// TestLayout: keys live as base64url-named container nodes under Root, lock nodes are
+// protected ephemeral-sequential children holding the owner label, and the Fence is
+// the lock node's czxid.
+func TestLayout(t *testing.T) {
+	root := "/distlock-layout/" + distlock.NewToken()
+	a := newClient(t, standaloneAddrs(), sessionTimeout, &zklock.Options{Root: root, Owner: "worker-7"}, false)
+	obs := newClient(t, standaloneAddrs(), sessionTimeout, nil, false).conn
+	key := "../../zookeeper/\x00"
+	lease, err := a.l.TryLock(ctxT(t), key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp := root + "/" + base64.RawURLEncoding.EncodeToString([]byte(key))
+	names := children(t, obs, kp)
+	if len(names) != 1 || !strings.HasPrefix(names[0], "_c_") || !strings.Contains(names[0], "-lock-") {
+		t.Fatalf("children of %s = %v; want one protected lock node", kp, names)
+	}
+	data, stat, err := obs.Get(kp + "/" + names[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(data) != "worker-7" || stat.EphemeralOwner != a.conn.SessionID() || uint64(stat.Czxid) != lease.Fence {
+		t.Fatalf("lock node data %q owner %#x czxid %d; want worker-7, session %#x, Fence %d", data, stat.EphemeralOwner, stat.Czxid, a.conn.SessionID(), lease.Fence)
+	}
+	if keys := children(t, obs, root); len(keys) != 1 {
+		t.Fatalf("Root holds %v; want the one key node", keys)
+	}
+	h, err := a.l.Inspect(ctxT(t), key)
+	if err != nil || h.Owner != "worker-7" || h.Fence != lease.Fence || h.Key != key {
+		t.Fatalf("Inspect = %+v, %v", h, err)
+	}
+	if err := a.l.Unlock(ctxT(t), lease); err != nil {
+		t.Fatal(err)
+	}
+	if names := children(t, obs, kp); len(names) != 0 {
+		t.Fatalf("after Unlock %s has children %v", kp, names)
+	}
+}
+
+// TestExpiresCappedBySession: Expires is start + min(ttl, SessionTimeout); Renew
+// past Expires still works while the session (and so the node) lives.
+func TestExpiresCappedBySession(t *testing.T) {
+	a := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
+	key := uniqueKey(t)
+	lease, err := a.l.TryLock(ctxT(t), key, time.Hour)
+	returned := time.Now()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// TryLock's start is before returned.
+	if lease.Expires.After(returned.Add(sessionTimeout)) {
+		t.Fatalf("Expires is %v from the return of a TryLock with ttl 1h and session timeout %v", lease.Expires.Sub(returned), sessionTimeout)
+	}
+	short, err := a.l.Renew(ctxT(t), lease, 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // let the 20ms lease lapse locally
+	next, err := a.l.Renew(ctxT(t), short, time.Minute)
+	if err != nil {
+		t.Fatalf("Renew after Expires, with the session and node alive: %v", err)
+	}
+	if next.Fence != lease.Fence || next.Token != lease.Token {
+		t.Fatalf("Renew changed the lease: %+v -> %+v", lease, next)
+	}
+	if err := a.l.Unlock(ctxT(t), next); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestForeignChildrenIgnored: children that are not protected lock nodes do not
+// block the key, and Inspect and Wait ignore them.
+func TestForeignChildrenIgnored(t *testing.T) {
+	a := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
+	key := uniqueKey(t)
+	kp := keyPath(key)
+	acl := zk.WorldACL(zk.PermAll)
+	for _, p := range []string{zklock.DefaultRoot, kp} {
+		if _, err := a.conn.Create(p, nil, zk.FlagPersistent, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"readme", "lock-0000000000", "_c_x-lock-1", "_c_x-read-0000000000"} {
+		if _, err := a.conn.Create(kp+"/"+name, []byte("foreign"), zk.FlagPersistent, acl); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = a.conn.Delete(kp+"/"+name, -1) })
+	}
+	if _, err := a.l.Inspect(ctxT(t), key); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("Inspect with only foreign children: %v; want ErrNotHeld", err)
+	}
+	if err := a.l.Wait(ctxT(t), key); err != nil {
+		t.Fatalf("Wait with only foreign children: %v", err)
+	}
+	lease, err := a.l.TryLock(ctxT(t), key, time.Minute)
+	if err != nil {
+		t.Fatalf("TryLock with foreign children: %v", err)
+	}
+	if err := a.l.Unlock(ctxT(t), lease); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(children(t, a.conn, kp)); got != 4 {
+		t.Fatalf("%d children left; want the 4 foreign ones untouched", got)
+	}
+}
+
+// TestExcludesZkLock: go-zookeeper's own zk.Lock on a key's node is a contender:
+// while it holds, TryLock fails, and the other way round.
+func TestExcludesZkLock(t *testing.T) {
+	a := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
+	other := connect(t, standaloneAddrs(), sessionTimeout)
+	defer other.Close()
+	key := uniqueKey(t)
+	zl := zk.NewLock(other, keyPath(key), zk.WorldACL(zk.PermAll))
+	if err := zl.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.l.TryLock(ctxT(t), key, time.Minute); !errors.Is(err, distlock.ErrLocked) {
+		t.Fatalf("TryLock while zk.Lock holds the key's node: %v; want ErrLocked", err)
+	}
+	woke := make(chan error, 1)
+	wctx := ctxT(t)
+	go func() { woke <- a.l.Wait(wctx, key) }()
+	if err := zl.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-woke; err != nil {
+		t.Fatalf("Wait for zk.Lock's release: %v", err)
+	}
+	lease, err := a.l.TryLock(ctxT(t), key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A zklock waiter queues up first: zk.Lock must cope with its waiter node.
+	b := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
+	bwoke := make(chan error, 1)
+	bctx := ctxT(t)
+	go func() { bwoke <- b.l.Wait(bctx, key) }()
+	eventually(t, 5*time.Second, "the zklock waiter queued", func() bool { return len(children(t, a.conn, keyPath(key))) == 2 })
+	got := make(chan error, 1)
+	go func() { got <- zl.Lock() }()
+	select {
+	case err := <-got:
+		t.Fatalf("zk.Lock returned (%v) while a zklock lease held the node", err)
+	case <-time.After(200 * time.Millisecond): // zk.Lock blocks; it has no context
+	}
+	if err := a.l.Unlock(ctxT(t), lease); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-bwoke; err != nil {
+		t.Fatal(err)
+	}
+	// zk.Lock's node came before b's new lock node: b loses, and its TryLock lets
+	// its waiter node go, on which zk.Lock waited.
+	if _, err := b.l.TryLock(ctxT(t), key, time.Minute); !errors.Is(err, distlock.ErrLocked) {
+		t.Fatalf("TryLock behind zk.Lock's node: %v; want ErrLocked", err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("zk.Lock with a zklock waiter on the node: %v", err)
+	}
+	if _, err := b.l.TryLock(ctxT(t), key, time.Minute); !errors.Is(err, distlock.ErrLocked) {
+		t.Fatalf("TryLock while zk.Lock holds: %v; want ErrLocked", err)
+	}
+	if err := zl.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	lb, err := b.l.TryLock(ctxT(t), key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.l.Unlock(ctxT(t), lb); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLostOnSessionEnd: closing the holder's connection ends the session; Lost
+// closes and Renew says ErrNotHeld.
+func TestLostOnSessionEnd(t *testing.T) {
+	a := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
+	b := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
+	key := uniqueKey(t)
+	lease, err := a.l.TryLock(ctxT(t), key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := a.l.Lost(lease)
+	a.conn.Close()
+	select {
+	case <-lost:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lost still open 5s after the session was closed")
+	}
+	if _, err := a.l.Renew(ctxT(t), lease, time.Minute); err == nil {
+		t.Fatal("Renew after the session was closed succeeded")
+	}
+	lb, err := b.l.TryLock(ctxT(t), key, time.Minute)
+	if err != nil {
+		t.Fatalf("TryLock after the holder's session ended: %v", err)
+	}
+	if lb.Fence <= lease.Fence {
+		t.Fatalf("Fence %d not above %d", lb.Fence, lease.Fence)
+	}
+	if err := b.l.Unlock(ctxT(t), lb); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSuspendedIsLost: with the default DisconnectGrace, a dropped connection closes
+// Lost (and cancels Hold's context) at once, even though the session survives a
+// short cut; the Locker then deletes the lease's node, so the key is free for others
+// and the lease is dead.
+func TestSuspendedIsLost(t *testing.T) {
+	a := newClient(t, standaloneAddrs(), sessionTimeout, nil, true)
+	b := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
+	key := uniqueKey(t)
+	lease, err := a.l.TryLock(ctxT(t), key, sessionTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := distlock.Hold(t.Context(), a.l, lease, nil)
+	session := a.conn.SessionID()
+	a.cut()
+	cut := time.Now()
+	select {
+	case <-held.Context().Done():
+		t.Logf("Hold's context cancelled %v after the cut: %v", time.Since(cut), context.Cause(held.Context()))
+	case <-time.After(sessionTimeout):
+		t.Fatal("Hold's context still alive a session timeout after the connection was cut")
+	}
+	if !errors.Is(context.Cause(held.Context()), distlock.ErrNotHeld) {
+		t.Fatalf("cause %v; want ErrNotHeld", context.Cause(held.Context()))
+	}
+	a.heal()
+	if err := waitState(a.conn, zk.StateHasSession, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if a.conn.SessionID() != session {
+		t.Fatalf("the session did not survive a short cut (%#x -> %#x); the test needs it to", session, a.conn.SessionID())
+	}
+	eventually(t, 5*time.Second, "the Locker deletes the node of a lease reported lost", func() bool {
+		return len(children(t, b.conn, keyPath(key))) == 0
+	})
+	if _, err := a.l.Renew(ctxT(t), lease, sessionTimeout); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("Renew of a lease reported lost: %v; want ErrNotHeld", err)
+	}
+	if err := held.Release(ctxT(t)); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("Release: %v; want the loss (ErrNotHeld)", err)
+	}
+	lb, err := b.l.TryLock(ctxT(t), key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.l.Unlock(ctxT(t), lb); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDisconnectGrace: with a DisconnectGrace, a cut shorter than it loses nothing.
+func TestDisconnectGrace(t *testing.T) {
+	st := 4 * time.Second
+	a := newClient(t, standaloneAddrs(), st, &zklock.Options{DisconnectGrace: 3 * time.Second}, true)
+	key := uniqueKey(t)
+	lease, err := a.l.TryLock(ctxT(t), key, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := distlock.Hold(t.Context(), a.l, lease, nil)
+	defer held.Release(context.Background())
+	lost := a.l.Lost(lease)
+	a.cut()
+	if err := waitState(a.conn, zk.StateConnecting, 5*time.Second); err != nil {
+		t.Fatalf("the cut did not drop the connection: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond) // a short outage, well within the grace
+	a.heal()
+	if err := waitState(a.conn, zk.StateHasSession, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+		t.Fatal("Lost closed after a disconnection shorter than DisconnectGrace")
+	case <-held.Context().Done():
+		t.Fatalf("Hold lost the lease: %v", context.Cause(held.Context()))
+	default:
+	}
+	if _, err := a.l.Renew(ctxT(t), held.Lease(), st); err != nil {
+		t.Fatalf("Renew after a short disconnection: %v", err)
+	}
+	if err := held.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+	case <-time.After(time.Second):
+		t.Fatal("Lost still open after Release")
+	}
+}
+
+// TestClose: after Close every method fails with ErrClosed and Lost channels close.
+func TestClose(t *testing.T) {
+	a := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
+	key := uniqueKey(t)
+	lease, err := a.l.TryLock(ctxT(t), key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := a.l.Lost(lease)
+	if err := a.l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+	default:
+		t.Fatal("Lost open after Close")
+	}
+	if _, err := a.l.TryLock(ctxT(t), key, time.Minute); !errors.Is(err, zklock.ErrClosed) {
+		t.Fatalf("TryLock after Close: %v", err)
+	}
+	if _, err := a.l.Renew(ctxT(t), lease, time.Minute); !errors.Is(err, zklock.ErrClosed) {
+		t.Fatalf("Renew after Close: %v", err)
+	}
+	if err := a.l.Unlock(ctxT(t), lease); !errors.Is(err, zklock.ErrClosed) {
+		t.Fatalf("Unlock after Close: %v", err)
+	}
+	if err := a.l.Wait(ctxT(t), key); !errors.Is(err, zklock.ErrClosed) {
+		t.Fatalf("Wait after Close: %v", err)
+	}
+	if _, err := a.l.Inspect(ctxT(t), key); !errors.Is(err, zklock.ErrClosed) {
+		t.Fatalf("Inspect after Close: %v", err)
+	}
+}
+
+// TestWaitQueue: waiters queue up; a release wakes only the head (no herd), in the
+// order they came; a head that does not follow up with TryLock leaves the queue within
+// a second.
+func TestWaitQueue(t *testing.T) {
+	const n = 4
+	a := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
+	key := uniqueKey(t)
+	kp := keyPath(key)
+	la, err := a.l.TryLock(ctxT(t), key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiters := make([]*client, n)
+	woke := make([]chan error, n)
+	waitersQueued := func(k int) func() bool {
+		return func() bool {
+			q := 0
+			for _, name := range children(t, a.conn, kp) {
+				if strings.HasPrefix(name, "_w_") {
+					q++
+				}
+			}
+			return q == k
+		}
+	}
+	for i := range waiters {
+		waiters[i] = newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
+		woke[i] = make(chan error, 1)
+		ctx := ctxT(t)
+		go func() { woke[i] <- waiters[i].l.Wait(ctx, key) }()
+		eventually(t, 5*time.Second, fmt.Sprintf("waiter %d queued", i), waitersQueued(i+1))
+	}
+	// expectWoken checks that waiter i wakes, and no other.
+	expectWoken := func(i int, what string) {
+		t.Helper()
+		select {
+		case err := <-woke[i]:
+			if err != nil {
+				t.Fatalf("waiter %d after %s: %v", i, what, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("waiter %d not woken 5s after %s", i, what)
+		}
+		quiet := time.NewTimer(200 * time.Millisecond)
+		defer quiet.Stop()
+		for j := i + 1; j < n; j++ {
+			select {
+			case err := <-woke[j]:
+				t.Fatalf("waiter %d woke (%v) after %s, before the waiters ahead of it had their turn", j, err, what)
+			case <-quiet.C:
+				return
+			}
+		}
+	}
+	if err := a.l.Unlock(ctxT(t), la); err != nil {
+		t.Fatal(err)
+	}
+	expectWoken(0, "the holder's Unlock")
+	l0, err := waiters[0].l.TryLock(ctxT(t), key, time.Minute)
+	if err != nil {
+		t.Fatalf("the woken head's TryLock: %v", err)
+	}
+	eventually(t, 5*time.Second, "the head's waiter node removed by its TryLock", waitersQueued(n-1))
+	select {
+	case err := <-woke[1]:
+		t.Fatalf("waiter 1 woke (%v) while waiter 0 holds the key", err)
+	default:
+	}
+	if err := waiters[0].l.Unlock(ctxT(t), l0); err != nil {
+		t.Fatal(err)
+	}
+	expectWoken(1, "waiter 0's Unlock")
+	// Waiter 1 does not call TryLock: its place lapses after the claim window, and
+	// waiter 2, now at the head with no holder, finds the key free.
+	start := time.Now()
+	expectWoken(2, "waiter 1 let its turn pass")
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("waiter 2 woke %v after waiter 1 let its turn pass", d)
+	}
+	expectWoken(3, "waiter 2 let its turn pass too")
+	eventually(t, 5*time.Second, "the lapsed waiter nodes removed", waitersQueued(0))
+}
