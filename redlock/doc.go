@@ -84,12 +84,15 @@
 //     ttl in use has passed since it crashed, or it must persist every write before
 //     acknowledging it (appendonly yes, appendfsync always). Otherwise a master that
 //     forgets a lock can complete a second quorum for the same key at once.
-//     Fences are persistent state too: without appendfsync always, they stay
-//     increasing only while, for every acquisition, a master that kept the last
-//     fence is among the masters the next acquisition locks — which holds when no
-//     more than N - quorum masters are down or have restarted empty since the last
-//     acquisition. Masters that rejoin empty are raised to the current fence by the
-//     next acquisition that reaches them.
+//     Fences are persistent state too, and waiting does not bring back a counter
+//     that a master forgot. Without appendfsync always, fences stay increasing only
+//     while the masters that restart empty between two acquisitions are fewer than
+//     those the last fence reached, plus a quorum, minus N: when it reached all N
+//     masters (the usual case, with all of them up), fewer than a quorum may; when it
+//     reached a bare quorum of an odd N, none may.
+//     Each acquisition raises every master it reaches to its fence, so masters that
+//     rejoin empty catch up at the next one. Use appendfsync always where fences
+//     protect anything that matters.
 //   - The masters are independent: no replication or failover between them (a
 //     replica promoted after its master acknowledged a lock it had not copied is a
 //     master that forgot the lock).
@@ -141,13 +144,37 @@
 // fixed-length part, so different keys never share a Redis key. The fence counter
 // costs one small key per distinct lock key ever used, on every master.
 //
-// # Contexts and go-redis
+// # Slow and dead masters
+//
+// Each call gives every master a per-node timeout (see Options.NodeTimeout) and
+// stops waiting as soon as the answers decide its result: a quorum of locks (or of
+// extends, or of releases), or so many refusals or failures that a quorum is out of
+// reach. It then waits for the other masters only as long again as it has taken so
+// far, so a slow master costs an operation about one healthy round trip, not the
+// timeout. A master whose last call failed or timed out is a suspect until a call to
+// it succeeds; it is still asked every time, but once the others have answered, its
+// answer is not waited for. An acquire that a master answers after TryLock stopped
+// waiting for it is removed again when the answer comes.
+//
+// go-redis retries a failed dial (DialerRetries, 5 by default, 100ms apart) and a
+// failed command (MaxRetries); until a dead master is a suspect, or until go-redis'
+// pool gives up dialling it, every call waits the node timeout for it. Give the
+// clients a DialTimeout and DialerRetries that fit within the node timeout (see the
+// package example), and keep their ReadTimeout finite (go-redis' default is).
+//
+// # Contexts
 //
 // go-redis does not interrupt a command that waits for its reply when its context
 // ends (unless the client sets ContextTimeoutEnabled). Every call to a master
-// therefore runs on a goroutine of its own; a call returns when the node timeout or
-// its context ends, and a command left behind finishes within the client's own
-// ReadTimeout. An acquire that answers after TryLock stopped waiting for it is
-// removed again as soon as it answers. Keep the clients' ReadTimeout finite
-// (go-redis' default is).
+// therefore runs on a goroutine of its own, and a call returns when its result is
+// decided, its node timeout passes, or its context ends; a command left behind
+// finishes within the client's own timeouts.
+//
+// # Wait
+//
+// Wait subscribes to the key's release channel on every master and reads the locks
+// once enough subscriptions are confirmed that any quorum's release reaches it. The
+// Waits of one Locker share one pub/sub connection per master, opened by the first
+// Wait and closed a few seconds after the last one (or by Close, or with the clients),
+// so a waiter that loops on TryLock and Wait does not dial each time.
 package redlock

@@ -18,8 +18,8 @@ const (
 	// topicIdle is how long a channel without waiters stays subscribed on a hub
 	// that has other waiters.
 	topicIdle = time.Second
-	// hubOpTimeout bounds a SUBSCRIBE or UNSUBSCRIBE that the hub sends in the
-	// background (they may dial).
+	// hubOpTimeout bounds a SUBSCRIBE or UNSUBSCRIBE that the hub sends (they may
+	// dial).
 	hubOpTimeout = 5 * time.Second
 	// Backoff of a hub whose connection keeps failing.
 	hubMinBackoff = 10 * time.Millisecond
@@ -35,11 +35,20 @@ type hub struct {
 
 	mu      sync.Mutex
 	ps      *redis.PubSub // nil while closed
-	quit    chan struct{} // closed to stop ps's reader
+	quit    chan struct{} // closed to stop ps's reader and writer
 	done    chan struct{} // closed when ps's reader has returned
 	topics  map[string]*topic
 	waiters int
 	idle    *time.Timer
+	ops     []hubOp       // SUBSCRIBE and UNSUBSCRIBE to send, in order
+	kick    chan struct{} // capacity 1: ops has work
+}
+
+// A hubOp is a SUBSCRIBE (sub) or UNSUBSCRIBE of channel on ps.
+type hubOp struct {
+	ps      *redis.PubSub
+	sub     bool
+	channel string
 }
 
 // A topic is one channel of a hub.
@@ -94,15 +103,7 @@ func (h *hub) register(channel string, ls *listener) {
 	if t == nil {
 		t = &topic{waiters: make(map[*listener]struct{})}
 		h.topics[channel] = t
-		ps := h.ps
-		// Subscribe may dial while it holds the PubSub's lock: never under h.mu.
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), hubOpTimeout)
-			defer cancel()
-			if err := ps.Subscribe(ctx, channel); err != nil {
-				h.failed(ps, channel, err)
-			}
-		}()
+		h.send(hubOp{ps: h.ps, sub: true, channel: channel})
 	}
 	t.waiters[ls] = struct{}{}
 	if t.active {
@@ -132,12 +133,7 @@ func (h *hub) unregister(channel string, ls *listener) {
 	for ch, t := range h.topics {
 		if len(t.waiters) == 0 && t.active && now.Sub(t.idleSince) > topicIdle {
 			delete(h.topics, ch)
-			ps := h.ps
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), hubOpTimeout)
-				defer cancel()
-				_ = ps.Unsubscribe(ctx, ch)
-			}()
+			h.send(hubOp{ps: h.ps, channel: ch})
 		}
 	}
 	if h.waiters == 0 && h.ps != nil {
@@ -154,7 +150,46 @@ func (h *hub) start() {
 	h.quit = make(chan struct{})
 	h.done = make(chan struct{})
 	h.topics = make(map[string]*topic)
+	h.ops = nil
+	h.kick = make(chan struct{}, 1)
 	go h.read(ps, h.quit, h.done)
+	go h.write(h.quit, h.kick)
+}
+
+// send queues op for the writer. h.mu must be held.
+func (h *hub) send(op hubOp) {
+	h.ops = append(h.ops, op)
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+// write sends the queued SUBSCRIBE and UNSUBSCRIBE commands in order, outside h.mu
+// (they may dial while they hold the PubSub's lock), until quit.
+func (h *hub) write(quit, kick chan struct{}) {
+	for {
+		select {
+		case <-quit:
+			return
+		case <-kick:
+		}
+		h.mu.Lock()
+		ops := h.ops
+		h.ops = nil
+		h.mu.Unlock()
+		for _, op := range ops {
+			ctx, cancel := context.WithTimeout(context.Background(), hubOpTimeout)
+			if op.sub {
+				if err := op.ps.Subscribe(ctx, op.channel); err != nil {
+					h.failed(op.ps, op.channel, err)
+				}
+			} else {
+				_ = op.ps.Unsubscribe(ctx, op.channel)
+			}
+			cancel()
+		}
+	}
 }
 
 // stopLocked detaches the current PubSub and returns what is needed to close it.
@@ -165,7 +200,7 @@ func (h *hub) stopLocked() (*redis.PubSub, chan struct{}) {
 		return nil, nil
 	}
 	close(h.quit)
-	h.ps, h.quit, h.done, h.topics, h.waiters = nil, nil, nil, nil, 0
+	h.ps, h.quit, h.done, h.topics, h.waiters, h.ops, h.kick = nil, nil, nil, nil, 0, nil, nil
 	if h.idle != nil {
 		h.idle.Stop()
 		h.idle = nil
