@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testenv"
 	"github.com/distlock/distlock/redlock"
 )
@@ -320,16 +321,6 @@ func TestEmptyRestartsUnderContention(t *testing.T) {
 		lockers = append(lockers, newLocker(t, &redlock.Options{NodeTimeout: time.Second}))
 	}
 	key := "chaos-" + distlock.NewToken()[:8]
-	var chaosDone sync.WaitGroup
-	finished := make(chan struct{})
-	chaosDone.Go(func() {
-		defer close(finished)
-		for i := range 3 {
-			nodes[i].Kill(t)
-			time.Sleep(ttl + 100*time.Millisecond) // the restart rule
-			restartEmpty(t, i)
-		}
-	})
 	t.Cleanup(func() {
 		for _, s := range nodes {
 			if !s.Running() {
@@ -337,22 +328,37 @@ func TestEmptyRestartsUnderContention(t *testing.T) {
 			}
 		}
 	})
-	history := workload{
-		lockers:    lockers,
-		keys:       []string{key, key + "-b"},
-		goroutines: 2,
-		ttl:        ttl,
-		tolerate:   true,
-		more: func() bool {
-			select {
-			case <-finished:
-				return false
-			default:
-				return true
-			}
-		},
-	}.run(t)
-	chaosDone.Wait()
+	finished := make(chan struct{})
+	var history []conformance.Acquisition
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		// run reports with t.Errorf only, which is safe off the test's goroutine.
+		history = workload{
+			lockers:    lockers,
+			keys:       []string{key, key + "-b"},
+			goroutines: 2,
+			ttl:        ttl,
+			tolerate:   true,
+			more: func() bool {
+				select {
+				case <-finished:
+					return false
+				default:
+					return true
+				}
+			},
+		}.run(t)
+	})
+	// The restarts run on the test's goroutine: they may fail the test at once.
+	func() {
+		defer close(finished)
+		for i := range 3 {
+			nodes[i].Kill(t)
+			time.Sleep(ttl + 100*time.Millisecond) // the restart rule
+			restartEmpty(t, i)
+		}
+	}()
+	wg.Wait()
 	if len(history) < 10 {
 		t.Fatalf("only %d acquisitions during the restarts", len(history))
 	}
