@@ -375,3 +375,35 @@ func TestObserverSeesEvents(t *testing.T) {
 		t.Fatalf("events %v, want acquire ... release", ops)
 	}
 }
+
+// short grants at most cap, whatever ttl is asked (as ZooKeeper caps at the session
+// timeout).
+type short struct {
+	distlock.Locker
+	cap time.Duration
+}
+
+func (s short) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	return s.Locker.TryLock(ctx, key, min(ttl, s.cap))
+}
+
+func (s short) Renew(ctx context.Context, l distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
+	return s.Locker.Renew(ctx, l, min(ttl, s.cap))
+}
+
+func TestHoldRenewsWithinAShorterGrant(t *testing.T) {
+	l := short{memlock.New(), 150 * time.Millisecond}
+	lease, err := l.TryLock(t.Context(), "job", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// TTL 1s would renew every 333ms: too late for a 150ms grant.
+	h := distlock.Hold(t.Context(), l, lease, &distlock.HoldOptions{TTL: time.Second})
+	time.Sleep(600 * time.Millisecond) // four grants' worth
+	if err := h.Err(); err != nil {
+		t.Fatalf("lost a lease renewed by Every instead of by what the backend granted: %v", err)
+	}
+	if err := h.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}

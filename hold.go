@@ -16,7 +16,9 @@ type HoldOptions struct {
 	// when you know it (backends with whole-second ttls, such as etcd, then renew the
 	// same lease instead of moving the key to a new one).
 	TTL time.Duration
-	// Every is the renewal period. Default TTL/3. It must be below TTL.
+	// Every is the renewal period. Default TTL/3. It must be below TTL. When a
+	// renewal returns a lease with less than 3*Every left, the next one comes after a
+	// third of what is left instead.
 	Every time.Duration
 	// Observer sees renewals and the loss.
 	Observer Observer
@@ -151,7 +153,7 @@ func (h *Held) run() {
 	}
 	expiry := time.NewTimer(lease.Remaining())
 	defer expiry.Stop()
-	tick := time.NewTimer(h.o.Every)
+	tick := time.NewTimer(h.period(lease))
 	defer tick.Stop()
 	for {
 		select {
@@ -177,7 +179,7 @@ func (h *Held) run() {
 			h.lease = next
 			h.mu.Unlock()
 			expiry.Reset(lease.Remaining())
-			tick.Reset(h.o.Every)
+			tick.Reset(h.period(lease))
 		case h.ctx.Err() != nil:
 			return
 		case errors.Is(err, ErrNotHeld):
@@ -191,6 +193,13 @@ func (h *Held) run() {
 			tick.Reset(retryDelay(h.o.Every))
 		}
 	}
+}
+
+// period is the wait before the next renewal: Every, or a third of the lease's
+// remaining time when the backend granted less than TTL (ZooKeeper caps Expires at
+// the session timeout, RedLock subtracts clock drift).
+func (h *Held) period(lease Lease) time.Duration {
+	return max(min(h.o.Every, lease.Remaining()/3), time.Millisecond)
 }
 
 // retryDelay is the pause before retrying a failed renewal: a tenth of the period,
