@@ -108,7 +108,6 @@ func fanout[T any](ctx context.Context, l *Locker, idx []int, timeout time.Durat
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	waiting := len(idx)
-	got := make([]bool, len(l.nodes))
 	decided := false
 	var cause error
 collect:
@@ -116,7 +115,6 @@ collect:
 		select {
 		case m := <-ch:
 			res[m.i].v, res[m.i].err, res[m.i].answered = m.v, m.err, true
-			got[m.i] = true
 			waiting--
 			if !decided && waiting > 0 && enough != nil && enough(res) {
 				decided = true
@@ -139,7 +137,7 @@ collect:
 	// their way and are better than nothing.
 	racing := 0
 	for _, i := range idx {
-		if got[i] {
+		if res[i].answered {
 			continue
 		}
 		if states[i].CompareAndSwap(pending, abandoned) {

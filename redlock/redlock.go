@@ -558,9 +558,9 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	if err := l.checkTTL(ttl); err != nil {
 		return distlock.Lease{}, err
 	}
-	what := fmt.Sprintf("redlock: Renew of key %s (fence %d)", showKey(lease.Key), lease.Fence)
+	what := func() string { return fmt.Sprintf("redlock: Renew of key %s (fence %d)", showKey(lease.Key), lease.Fence) }
 	if err := ctx.Err(); err != nil {
-		return distlock.Lease{}, fmt.Errorf("%s: %w", what, err)
+		return distlock.Lease{}, fmt.Errorf("%s: %w", what(), err)
 	}
 	n := l.names(lease.Key)
 	ms := millis(ttl)
@@ -582,7 +582,7 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	}
 	if len(extended) >= l.quorum {
 		if now := time.Now(); !expires.After(now) {
-			return distlock.Lease{}, fmt.Errorf("%s: the quorum took %v, more than ttl %v less the drift allowance %v", what, now.Sub(start), ttl, l.Drift(ttl))
+			return distlock.Lease{}, fmt.Errorf("%s: the quorum took %v, more than ttl %v less the drift allowance %v", what(), now.Sub(start), ttl, l.Drift(ttl))
 		}
 		lease.Expires = expires
 		return lease, nil
@@ -590,14 +590,14 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	if notHeld > len(l.nodes)-l.quorum {
 		l.release(ctx, extended, n, lease.Token, ttl, 0)
 		return distlock.Lease{}, fmt.Errorf("%s: held on %d of %d nodes, not on %d (quorum %d): %w",
-			what, len(extended), len(l.nodes), notHeld, l.quorum, distlock.ErrNotHeld)
+			what(), len(extended), len(l.nodes), notHeld, l.quorum, distlock.ErrNotHeld)
 	}
 	errs := nodeErrors(l, res)
 	if err := ctx.Err(); err != nil {
 		errs = append(errs, err)
 	}
 	return distlock.Lease{}, fmt.Errorf("%s: extended on %d of %d nodes, not held on %d, %d failed (quorum %d): %w",
-		what, len(extended), len(l.nodes), notHeld, len(l.nodes)-len(extended)-notHeld, l.quorum, errors.Join(errs...))
+		what(), len(extended), len(l.nodes), notHeld, len(l.nodes)-len(extended)-notHeld, l.quorum, errors.Join(errs...))
 }
 
 // Unlock releases lease on every node where its token still owns the key (an atomic
@@ -614,9 +614,9 @@ func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
 	if err := l.checkLease(lease); err != nil {
 		return err
 	}
-	what := fmt.Sprintf("redlock: Unlock of key %s (fence %d)", showKey(lease.Key), lease.Fence)
+	what := func() string { return fmt.Sprintf("redlock: Unlock of key %s (fence %d)", showKey(lease.Key), lease.Fence) }
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return fmt.Errorf("%s: %w", what(), err)
 	}
 	n := l.names(lease.Key)
 	res := fanout(ctx, l, nil, l.opts.NodeTimeout, func(ctx context.Context, i int) (bool, error) {
@@ -636,14 +636,14 @@ func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
 		return nil
 	}
 	if notHeld > len(l.nodes)-l.quorum {
-		return fmt.Errorf("%s: held on %d of %d nodes (quorum %d): %w", what, released, len(l.nodes), l.quorum, distlock.ErrNotHeld)
+		return fmt.Errorf("%s: held on %d of %d nodes (quorum %d): %w", what(), released, len(l.nodes), l.quorum, distlock.ErrNotHeld)
 	}
 	errs := nodeErrors(l, res)
 	if err := ctx.Err(); err != nil {
 		errs = append(errs, err)
 	}
 	return fmt.Errorf("%s: released on %d of %d nodes, not held on %d, %d failed (quorum %d): %w",
-		what, released, len(l.nodes), notHeld, len(l.nodes)-released-notHeld, l.quorum, errors.Join(errs...))
+		what(), released, len(l.nodes), notHeld, len(l.nodes)-released-notHeld, l.quorum, errors.Join(errs...))
 }
 
 // decidedAcquire reports whether phase 1's answers so far decide TryLock's result,
@@ -732,9 +732,9 @@ func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, erro
 	if err := distlock.ValidateKey(key, l.opts.MaxKeyLen); err != nil {
 		return distlock.Holder{}, err
 	}
-	what := "redlock: Inspect of key " + showKey(key)
+	what := func() string { return "redlock: Inspect of key " + showKey(key) }
 	if err := ctx.Err(); err != nil {
-		return distlock.Holder{}, fmt.Errorf("%s: %w", what, err)
+		return distlock.Holder{}, fmt.Errorf("%s: %w", what(), err)
 	}
 	n := l.names(key)
 	start := time.Now()
@@ -808,7 +808,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, erro
 		if err := ctx.Err(); err != nil {
 			errs = append(errs, err)
 		}
-		return distlock.Holder{}, fmt.Errorf("%s: only %d of %d nodes answered (quorum %d): %w", what, answered, len(l.nodes), l.quorum, errors.Join(errs...))
+		return distlock.Holder{}, fmt.Errorf("%s: only %d of %d nodes answered (quorum %d): %w", what(), answered, len(l.nodes), l.quorum, errors.Join(errs...))
 	}
-	return distlock.Holder{}, fmt.Errorf("%s: no owner holds it on a quorum of %d of %d nodes: %w", what, l.quorum, len(l.nodes), distlock.ErrNotHeld)
+	return distlock.Holder{}, fmt.Errorf("%s: no owner holds it on a quorum of %d of %d nodes: %w", what(), l.quorum, len(l.nodes), distlock.ErrNotHeld)
 }
