@@ -44,9 +44,9 @@ func DefaultConfig() Config {
 	return Config{
 		TTL:            3 * time.Second,
 		W1Goroutines:   []int{1, 16},
-		W1Ops:          3000,
-		W1Time:         2 * time.Second,
-		W1Rounds:       3,
+		W1Ops:          5000,
+		W1Time:         3 * time.Second,
+		W1Rounds:       6,
 		W1Warmup:       5,
 		W2Waiters:      16,
 		W2Hold:         time.Millisecond,

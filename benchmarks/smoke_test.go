@@ -3,7 +3,12 @@
 package benchmarks
 
 import (
+	"bytes"
 	"context"
+	"encoding/csv"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,7 +29,7 @@ func TestSmoke(t *testing.T) {
 	s := MemlockSubjects(cfg)[0]
 	for _, g := range cfg.W1Goroutines {
 		r := RunW1Rounds(ctx, []Subject{s}, cfg, g, func(int) string { return "smoke/w1/" })[0]
-		if !r.OK() || r.N != cfg.W1Ops || r.Rate <= 0 || r.P50 <= 0 || r.P99 < r.P50 {
+		if !r.OK() || r.N != cfg.W1Ops || r.Rate <= 0 || r.P50 <= 0 || r.P99 < r.P50 || r.Max < r.P99 {
 			t.Errorf("W1 with %d goroutines: %+v", g, r)
 		}
 	}
@@ -36,10 +41,62 @@ func TestSmoke(t *testing.T) {
 	if !r.OK() || r.N != cfg.W3Trials {
 		t.Errorf("W3: %+v", r)
 	}
-	// The key was abandoned, not released: the waiter must have waited for the ttl
-	// (memlock frees it at the holder's Expires, taken before the kill).
-	if r.Max > 10*cfg.TTL {
-		t.Errorf("W3 failover %v, far over the ttl %v", r.Max, cfg.TTL)
+	// The key was abandoned, not released: the waiter had to wait for the ttl.
+	if r.Max < cfg.TTL/2 || r.Max > 10*cfg.TTL {
+		t.Errorf("W3 failover %v, want about the ttl %v", r.Max, cfg.TTL)
 	}
-	t.Logf("W3: %+v", r)
+}
+
+// TestReport runs the memlock matrix tiny and checks its files: the CSV parses with
+// a row per cell, and only the README's section between the markers changes.
+func TestReport(t *testing.T) {
+	cfg := SmokeConfig()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	subjects := append(MemlockSubjects(cfg), Subject{Name: "absent", Protocol: "memory", Role: Ours, Workloads: all, Unavailable: "backend not available"})
+	rep, err := Run(ctx, subjects, cfg, []KV{{"server", "none"}}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	readme := filepath.Join(dir, "README.md")
+	before, after := "# title\n\nintro\n\n"+BeginMarker+"\n", "\n"+EndMarker+"\n\nrest\n"
+	if err := os.WriteFile(readme, []byte(before+"old\n"+after), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteFiles(filepath.Join(dir, "results"), readme); err != nil {
+		t.Fatal(err)
+	}
+
+	b, err := os.ReadFile(filepath.Join(dir, "results", "matrix.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := csv.NewReader(bytes.NewReader(b))
+	cr.Comment = '#'
+	rows, err := cr.ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two subjects, each W1 per goroutine count, W2 and W3; plus the header.
+	if want := 1 + 2*(len(cfg.W1Goroutines)+2); len(rows) != want {
+		t.Errorf("matrix.csv has %d rows, want %d:\n%s", len(rows), want, b)
+	}
+	if !bytes.Contains(b, []byte("# cores (nproc): ")) || !bytes.Contains(b, []byte("# Go: go")) {
+		t.Errorf("matrix.csv lacks the machine and version header:\n%s", b)
+	}
+
+	got, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(got)
+	if !strings.HasPrefix(s, before) || !strings.HasSuffix(s, after) || strings.Contains(s, "old\n") {
+		t.Errorf("README outside the markers changed, or the section was not replaced:\n%s", s)
+	}
+	for _, want := range []string{"| memlock | ours |", "not measured (backend not available)", "### Goals", "### What else users compare"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("README section lacks %q:\n%s", want, s)
+		}
+	}
 }

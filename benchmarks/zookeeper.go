@@ -43,7 +43,9 @@ func ZooKeeperSubjects(addr string, cfg Config) []Subject {
 			Name: "zklock", Protocol: "zookeeper", Role: Ours,
 			Wakeup: "watch on the predecessor (Waiter)", Waiter: true, Workloads: all,
 			Bound: cfg.TTL, BoundKind: "session timeout", Networked: true,
-			Unavailable: "backend not available",
+			New: func(ctx context.Context, route Route) (Client, error) {
+				return newZKLockClient(addr, route, cfg)
+			},
 		},
 		{
 			Name: "go-zookeeper zk.Lock", Protocol: "zookeeper", Role: Peer,
