@@ -1,9 +1,10 @@
 # The README's two commands: `make run` (the cron example on memlock, no server) and
-# `make test` (installs the servers the tests start, then runs every test under -race).
+# `make test` (installs the servers the tests start, then runs every test under -race,
+# and smoke-tests the benchmarks module). `make matrix` measures the README's matrix.
 GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 60m
 
-.PHONY: run test vet install
+.PHONY: run test vet install matrix
 
 run:
 	$(GO) run ./examples/cron
@@ -16,3 +17,7 @@ vet:
 
 test: install vet
 	$(GO) test $(TEST_FLAGS) ./...
+	$(MAKE) -C benchmarks smoke
+
+matrix:
+	$(MAKE) -C benchmarks matrix

@@ -407,3 +407,41 @@ func TestHoldRenewsWithinAShorterGrant(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// inspectOnly hides Waiter and LossNotifier but keeps Inspector.
+type inspectOnly struct{ *memlock.Locker }
+
+func (i inspectOnly) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	return i.Locker.TryLock(ctx, key, ttl)
+}
+
+func (i inspectOnly) Renew(ctx context.Context, l distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
+	return i.Locker.Renew(ctx, l, ttl)
+}
+
+func (i inspectOnly) Unlock(ctx context.Context, l distlock.Lease) error {
+	return i.Locker.Unlock(ctx, l)
+}
+
+func (i inspectOnly) Inspect(ctx context.Context, key string) (distlock.Holder, error) {
+	return i.Locker.Inspect(ctx, key)
+}
+
+func TestLockPollsAtTheHoldersExpiry(t *testing.T) {
+	l := inspectOnly{memlock.New()}
+	ttl := 300 * time.Millisecond
+	held, err := l.TryLock(t.Context(), "job", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// With a 10s backoff ceiling, only the Inspector can make Lock wake at expiry.
+	opts := &distlock.LockOptions{MinBackoff: 5 * time.Second, MaxBackoff: 10 * time.Second}
+	lease, err := distlock.Lock(t.Context(), l, "job", time.Second, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if late := time.Since(held.Expires); late > 250*time.Millisecond {
+		t.Fatalf("acquired %v after the holder's expiry", late)
+	}
+	_ = l.Unlock(t.Context(), lease)
+}

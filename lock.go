@@ -55,7 +55,8 @@ func (o LockOptions) backoff(n int) time.Duration {
 
 // Lock blocks until it acquires key for ttl or ctx ends. Between attempts it uses the
 // Locker's Wait when l is a Waiter (each call bounded by MaxWait), else full-jitter
-// exponential backoff; it never busy-loops.
+// exponential backoff, cut short at the holder's expiry when l is an Inspector; it
+// never busy-loops.
 //
 // Errors other than ErrLocked (a server that is down, say) are retried the same way
 // until ctx ends, except ErrInvalid, which is returned at once. When ctx ends first,
@@ -68,6 +69,7 @@ func Lock(ctx context.Context, l Locker, key string, ttl time.Duration, opts *Lo
 		return Lease{}, err
 	}
 	w, _ := l.(Waiter)
+	in, _ := l.(Inspector)
 	start := time.Now()
 	for n := 0; ; {
 		lease, err := l.TryLock(ctx, key, ttl)
@@ -97,7 +99,17 @@ func Lock(ctx context.Context, l Locker, key string, ttl time.Duration, opts *Lo
 			}
 			// Wait itself failed: fall back to backoff.
 		}
-		t := time.NewTimer(o.backoff(n))
+		pause := o.backoff(n)
+		if w == nil && in != nil && errors.Is(err, ErrLocked) {
+			// Poll no later than the holder's expiry, so an abandoned key is taken
+			// as soon as it lapses rather than up to MaxBackoff after.
+			if h, ierr := in.Inspect(ctx, key); ierr == nil {
+				pause = min(pause, max(time.Until(h.Expires), 0)+time.Millisecond)
+			} else if errors.Is(ierr, ErrNotHeld) {
+				continue // freed meanwhile
+			}
+		}
+		t := time.NewTimer(pause)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
