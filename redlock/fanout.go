@@ -42,10 +42,12 @@ const (
 // f(ctx, i), and waits until every one has answered, the per-node timeout has passed
 // since the fan-out began, or ctx is done, whichever comes first. When enough is not
 // nil and reports, after some answer, that the answers so far decide the outcome,
-// fanout waits for the others only as long again as the fan-out has taken so far
-// (at least decidedGrace): a node that is down or slow then costs an operation no
-// more than twice the healthy nodes' round trip, while nodes that are merely a little
-// slower than the quorum still take part. enough may count a suspect that has not
+// fanout returns at once, or, when linger is set (TryLock's phase 1, where every
+// extra lock makes the lease sturdier), waits for the others only as long again as
+// the fan-out has taken so far (at least decidedGrace): a node that is down or slow
+// then costs an operation no more than twice the healthy nodes' round trip, while
+// nodes that are merely a little slower than the quorum still take part. Calls that
+// are not waited for still run to their end. enough may count a suspect that has not
 // answered yet as failed (reply.failedOrSuspect): a node whose last call failed or
 // timed out is a suspect until a call to it succeeds, so a node that is down costs
 // an operation nothing once the others have decided it. It returns one
@@ -60,7 +62,7 @@ const (
 // late must be bounded too.
 func fanout[T any](ctx context.Context, l *Locker, idx []int, timeout time.Duration,
 	f func(ctx context.Context, i int) (T, error), late func(i int, v T, err error),
-	enough func(res []reply[T]) bool) []reply[T] {
+	enough func(res []reply[T]) bool, linger bool) []reply[T] {
 	if idx == nil {
 		idx = l.all
 	}
@@ -118,6 +120,9 @@ collect:
 			waiting--
 			if !decided && waiting > 0 && enough != nil && enough(res) {
 				decided = true
+				if !linger {
+					break collect
+				}
 				now := time.Now()
 				if until := now.Add(max(now.Sub(begin), decidedGrace)); until.Before(deadline) {
 					timer.Reset(until.Sub(now))

@@ -318,19 +318,20 @@ type phase1 struct {
 }
 
 func (l *Locker) acquireOn(ctx context.Context, i int, n names, token string, ms int64) (phase1, error) {
-	v, err := acquireScript.Run(ctx, l.nodes[i].c, []string{n.lock, n.fence}, token, ms, l.opts.Owner).Slice()
+	v, err := acquireScript.Run(ctx, l.nodes[i].c, []string{n.lock, n.fence}, token, ms, l.opts.Owner).Result()
 	if err != nil {
 		return phase1{}, err
 	}
-	if len(v) >= 2 {
-		ok, _ := v[0].(int64)
-		fence, _ := v[1].(int64)
-		if ok == 1 && fence > 0 {
-			return phase1{locked: true, fence: fence}, nil
+	switch v := v.(type) {
+	case int64:
+		if v > 0 {
+			return phase1{locked: true, fence: v}, nil
 		}
-		if ok == 0 && len(v) == 4 {
-			owner, _ := v[2].(string)
-			pttl, _ := v[3].(int64)
+	case []any:
+		if len(v) == 3 {
+			fence, _ := v[0].(int64)
+			owner, _ := v[1].(string)
+			pttl, _ := v[2].(int64)
 			return phase1{fence: fence, owner: owner, holdFor: time.Duration(pttl) * time.Millisecond}, nil
 		}
 	}
@@ -362,7 +363,7 @@ func (l *Locker) release(ctx context.Context, idx []int, n names, token string, 
 		defer cancel()
 		fanout(cctx, l, idx, cleanupTimeout(ttl), func(ctx context.Context, i int) (bool, error) {
 			return l.releaseOn(ctx, i, n, token)
-		}, nil, nil)
+		}, nil, nil, false)
 	}()
 	if ctx.Err() != nil || wait <= 0 {
 		return
@@ -428,7 +429,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 				_, _ = l.releaseOn(cctx, i, n, token)
 			}
 		},
-		l.decidedAcquire)
+		l.decidedAcquire, true)
 
 	var locked, held, failed []int
 	var fence int64
@@ -482,7 +483,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 				}
 			}
 			return ok+more >= l.quorum
-		})
+		}, false)
 		for _, i := range lagLocked {
 			if r := res2[i]; r.err == nil && r.v {
 				ok++
@@ -501,7 +502,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 		go func() {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout(ttl))
 			defer cancel()
-			fanout(cctx, l, lag, nt, raise, nil, nil)
+			fanout(cctx, l, lag, nt, raise, nil, nil, false)
 		}()
 	}
 	if now := time.Now(); !expires.After(now) {
@@ -568,7 +569,7 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	res := fanout(ctx, l, nil, l.NodeTimeout(ttl), func(ctx context.Context, i int) (bool, error) {
 		v, err := renewScript.Run(ctx, l.nodes[i].c, []string{n.lock}, lease.Token, ms).Int64()
 		return v == 1, err
-	}, nil, l.decidedBool)
+	}, nil, l.decidedBool, false)
 	var extended []int
 	notHeld := 0
 	for i, r := range res {
@@ -621,7 +622,7 @@ func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
 	n := l.names(lease.Key)
 	res := fanout(ctx, l, nil, l.opts.NodeTimeout, func(ctx context.Context, i int) (bool, error) {
 		return l.releaseOn(ctx, i, n, lease.Token)
-	}, nil, l.decidedBool)
+	}, nil, l.decidedBool, false)
 	released, notHeld := 0, 0
 	for _, r := range res {
 		switch {
@@ -759,7 +760,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, erro
 			d = -1
 		}
 		return lockView{token: token, owner: owner, fence: fence, pttl: d}, nil
-	}, nil, l.decidedView)
+	}, nil, l.decidedView, false)
 	answered := 0
 	byToken := make(map[string][]lockView)
 	for _, r := range res {

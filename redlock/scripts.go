@@ -18,26 +18,26 @@ import "github.com/redis/go-redis/v9"
 // KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] token, ARGV[2] ttl in ms,
 // ARGV[3] owner.
 //
-// Returns {1, fence} when the lock is (now) held by ARGV[1]: fence is the counter's
-// value after the increment. When the lock already holds ARGV[1] (go-redis resent the
-// script after a lost connection and the first copy had run) it returns the fence
-// stored with it, without incrementing again, so a resent acquire is idempotent.
-// Returns {0, counter, owner, pttl} when another token holds the lock.
+// Returns the fence (an integer >= 1) when the lock is (now) held by ARGV[1]: the
+// counter's value after the increment. When the lock already holds ARGV[1] (go-redis
+// resent the script after a lost connection and the first copy had run) it returns
+// the fence stored with it, without incrementing again, so a resent acquire is
+// idempotent. Returns {counter, owner, pttl} when another token holds the lock.
 var acquireScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if v then
   local i = string.find(v, '|', 1, true)
   local j = i and string.find(v, '|', i + 1, true)
   if j and string.sub(v, 1, i - 1) == ARGV[1] then
-    return {1, tonumber(string.sub(v, i + 1, j - 1))}
+    return tonumber(string.sub(v, i + 1, j - 1))
   end
   local owner = ''
   if j then owner = string.sub(v, j + 1) end
-  return {0, tonumber(redis.call('GET', KEYS[2]) or '0'), owner, redis.call('PTTL', KEYS[1])}
+  return {tonumber(redis.call('GET', KEYS[2]) or '0'), owner, redis.call('PTTL', KEYS[1])}
 end
 local f = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. string.format('%d', f) .. '|' .. ARGV[3], 'PX', ARGV[2])
-return {1, f}
+return f
 `)
 
 // raiseScript is phase 2 of an acquisition on one node: raise the node's fence

@@ -133,7 +133,7 @@ func (l *Locker) waitBound(ctx context.Context, n names) (time.Duration, error) 
 			}
 		}
 		return free >= l.quorum || failed > len(l.nodes)-l.quorum
-	})
+	}, false)
 	free, answered := 0, 0
 	var held []time.Duration
 	for _, r := range res {
