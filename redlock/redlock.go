@@ -559,7 +559,9 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	if err := l.checkTTL(ttl); err != nil {
 		return distlock.Lease{}, err
 	}
-	what := func() string { return fmt.Sprintf("redlock: Renew of key %s (fence %d)", showKey(lease.Key), lease.Fence) }
+	what := func() string {
+		return fmt.Sprintf("redlock: Renew of key %s (fence %d)", showKey(lease.Key), lease.Fence)
+	}
 	if err := ctx.Err(); err != nil {
 		return distlock.Lease{}, fmt.Errorf("%s: %w", what(), err)
 	}
@@ -615,7 +617,9 @@ func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
 	if err := l.checkLease(lease); err != nil {
 		return err
 	}
-	what := func() string { return fmt.Sprintf("redlock: Unlock of key %s (fence %d)", showKey(lease.Key), lease.Fence) }
+	what := func() string {
+		return fmt.Sprintf("redlock: Unlock of key %s (fence %d)", showKey(lease.Key), lease.Fence)
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", what(), err)
 	}
