@@ -456,3 +456,59 @@ func TestInspectQuorumView(t *testing.T) {
 		t.Fatalf("Inspect with 2 of 5 nodes up: got %v, want an error that is not ErrNotHeld", err)
 	}
 }
+
+// TestWaitSharesConnection: the Waits of one Locker share one subscription per node,
+// all wake on one Unlock, and Close ends the subscriptions (a later Wait opens them
+// again).
+func TestWaitSharesConnection(t *testing.T) {
+	holder := newLocker(t, nil)
+	l := newLocker(t, nil)
+	key := "shared-wait-" + distlock.NewToken()[:8]
+	_, _, channel := redlock.Names(redlock.DefaultPrefix, key)
+	numsub := func() int64 {
+		v, err := testenv.RedisCommand(t.Context(), nodes[0].Addr(), "PUBSUB", "NUMSUB", channel)
+		if err != nil {
+			t.Fatalf("PUBSUB NUMSUB: %v", err)
+		}
+		a, _ := v.([]any)
+		if len(a) != 2 {
+			t.Fatalf("PUBSUB NUMSUB = %v", v)
+		}
+		n, _ := a[1].(int64)
+		return n
+	}
+	lease, err := holder.TryLock(t.Context(), key, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const waiters = 3
+	woke := make(chan error, waiters)
+	for range waiters {
+		go func() { woke <- l.Wait(t.Context(), key) }()
+	}
+	if !eventually(t, 5*time.Second, func() bool { return numsub() == 1 }) {
+		t.Fatalf("%d Waits of one Locker: node 0 has %d subscribers on the channel, want 1", waiters, numsub())
+	}
+	if err := holder.Unlock(t.Context(), lease); err != nil {
+		t.Fatal(err)
+	}
+	for range waiters {
+		select {
+		case err := <-woke:
+			if err != nil {
+				t.Fatalf("Wait: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("a Wait did not wake within 5s of Unlock")
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(t, 5*time.Second, func() bool { return numsub() == 0 }) {
+		t.Fatalf("node 0 still has %d subscribers after Close", numsub())
+	}
+	if err := l.Wait(t.Context(), key); err != nil {
+		t.Fatalf("Wait on a free key after Close: %v", err)
+	}
+}
