@@ -38,8 +38,9 @@
 //
 // TryLock: two (LeaseGrant, Txn), three when the key is held (LeaseRevoke).
 // Renew: two (Range, LeaseKeepAlive); four when the ttl changes. Unlock: two (Txn,
-// LeaseRevoke). Wait: three and a watch (Range, LeaseTimeToLive, Watch). Inspect:
-// two (Range, LeaseTimeToLive).
+// LeaseRevoke). Wait: a watch, and a Range unless nothing changed in the store since
+// a TryLock of the same Locker saw the key held. Inspect: two (Range,
+// LeaseTimeToLive).
 //
 // # Errors and cleanup
 //
@@ -102,8 +103,55 @@ type Locker struct {
 	cleanup time.Duration
 	err     error // an invalid argument of New, returned by every call
 
-	mu   sync.Mutex
-	lost map[lostKey]chan struct{}
+	mu       sync.Mutex
+	lost     map[lostKey]chan struct{}
+	sighting map[string]sighting // what failed TryLocks saw, for Wait
+}
+
+// A sighting is what a TryLock that found key held saw: the revision of its reply,
+// at which the key existed, and the holder's lease. When Wait's watch starts at that
+// same revision, nothing in the store changed since, so the key is still held and
+// Wait needs no request to check it.
+type sighting struct {
+	rev   int64     // the revision of the reply that showed the key held
+	lease int64     // the holder's etcd lease ID (0: none)
+	secs  int64     // the holder's ttl in whole seconds, from its value
+	at    time.Time // taken before the request that saw it was sent
+}
+
+// Bounds of the sightings a Locker keeps.
+const (
+	// sightingMaxAge is how long a sighting serves Wait: it only serves when no
+	// key changed since, and its time bounds the wait for the holder's ttl.
+	sightingMaxAge = 2 * time.Second
+	// maxSightings bounds the map: beyond it, old sightings are dropped.
+	maxSightings = 1024
+)
+
+// see records that key was seen held at rev by a request sent at at.
+func (l *Locker) see(key string, s sighting) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.sighting) >= maxSightings {
+		for k, old := range l.sighting {
+			if s.at.Sub(old.at) > sightingMaxAge || len(l.sighting) >= maxSightings {
+				delete(l.sighting, k)
+			}
+		}
+	}
+	l.sighting[key] = s
+}
+
+// sightingOf returns a recent sighting of key, if there is one.
+func (l *Locker) sightingOf(key string) (sighting, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s, ok := l.sighting[key]
+	if ok && time.Since(s.at) > sightingMaxAge {
+		delete(l.sighting, key)
+		return sighting{}, false
+	}
+	return s, ok
 }
 
 var (
@@ -122,7 +170,8 @@ func New(client *clientv3.Client, opts *Options) *Locker {
 	if opts != nil {
 		o = *opts
 	}
-	l := &Locker{client: client, prefix: o.Prefix, owner: o.Owner, cleanup: o.CleanupTimeout, lost: make(map[lostKey]chan struct{})}
+	l := &Locker{client: client, prefix: o.Prefix, owner: o.Owner, cleanup: o.CleanupTimeout,
+		lost: make(map[lostKey]chan struct{}), sighting: make(map[string]sighting)}
 	if l.prefix == "" {
 		l.prefix = DefaultPrefix
 	}
@@ -277,8 +326,10 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 		l.revoke(ctx, grant.ID)
 		holder := "a key that is gone by now"
 		if r := resp.Responses[0].GetResponseRange(); r != nil && len(r.Kvs) > 0 {
-			_, owner := parseValue(r.Kvs[0].Value)
-			holder = fmt.Sprintf("owner %q, fence %d", owner, r.Kvs[0].CreateRevision)
+			kv := r.Kvs[0]
+			held, owner := parseValue(kv.Value)
+			holder = fmt.Sprintf("owner %q, fence %d", owner, kv.CreateRevision)
+			l.see(key, sighting{rev: resp.Header.Revision, lease: kv.Lease, secs: held, at: start})
 		}
 		return distlock.Lease{}, fmt.Errorf("etcdlock: key %q is held (%s): %w", key, holder, distlock.ErrLocked)
 	}
@@ -427,10 +478,12 @@ func (l *Locker) revoke(ctx context.Context, id clientv3.LeaseID) {
 }
 
 // Wait returns nil when key may be free: at once when it is not locked, else when the
-// key is deleted (Unlock, or its lease expired), or once the holder's remaining
-// lease TTL has passed, whichever comes first. It watches the key from the revision
-// at which it saw it held. When ctx ends first it returns
-// errors.Join(ErrLocked, ctx.Err()).
+// key is deleted (Unlock, or its lease expired), or once the holder's ttl (from
+// when it was seen) plus a second has passed, whichever comes first. It starts a
+// watch of the key and then checks that the key is held, so that a deletion between
+// the two is not missed; the check needs no request when a TryLock of this Locker
+// saw the key held at the revision at which the watch started (nothing changed
+// since). When ctx ends first it returns errors.Join(ErrLocked, ctx.Err()).
 func (l *Locker) Wait(ctx context.Context, key string) error {
 	if l.err != nil {
 		return l.err
@@ -445,64 +498,100 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 		return gaveUp()
 	}
 	k := l.EtcdKey(key)
-	get, err := l.client.Get(ctx, k)
-	if err != nil {
-		if ctx.Err() != nil {
+	// Watch first, from the store's current revision, then check: a deletion after
+	// the check is an event of the watch. (A watch from an earlier revision would
+	// replay the history, but etcd serves such an "unsynced" watch from a loop that
+	// runs every 100ms, which would delay the wake-up by up to that much.)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wch := l.client.Watch(clientv3.WithRequireLeader(wctx), k, clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
+	var created int64 // the revision at which the watch started
+	for created == 0 {
+		select {
+		case resp, ok := <-wch:
+			if err := watchFailed(resp, ok); err != nil {
+				if ctx.Err() != nil {
+					return gaveUp()
+				}
+				return fmt.Errorf("etcdlock: Wait(%q): %w", key, err)
+			}
+			if resp.Created {
+				created = resp.Header.Revision
+			}
+		case <-ctx.Done():
 			return gaveUp()
 		}
-		return fmt.Errorf("etcdlock: Wait(%q): %w", key, err)
 	}
-	if len(get.Kvs) == 0 {
-		return nil
-	}
-	seen := time.Now()
-	bound := time.Duration(math.MaxInt64)
-	if id := get.Kvs[0].Lease; id != 0 {
-		ttl, err := l.client.TimeToLive(ctx, clientv3.LeaseID(id))
+	// When a TryLock of this Locker saw the key held at the revision at which the
+	// watch started, nothing changed since (no key of the store did): no request
+	// is needed. Otherwise read the key.
+	var (
+		seen time.Time // when the holder was seen
+		secs int64     // the holder's ttl in whole seconds; 0: no lease
+	)
+	if s, ok := l.sightingOf(key); ok && s.rev == created {
+		seen, secs = s.at, s.secs
+		if s.lease == 0 {
+			secs = 0
+		}
+	} else {
+		seen = time.Now()
+		get, err := l.client.Get(ctx, k)
 		if err != nil {
 			if ctx.Err() != nil {
 				return gaveUp()
 			}
 			return fmt.Errorf("etcdlock: Wait(%q): %w", key, err)
 		}
-		if ttl.TTL < 0 { // expired: the key is being deleted
+		if len(get.Kvs) == 0 {
 			return nil
 		}
-		// TTL is whole seconds, rounded down.
-		bound = time.Duration(ttl.TTL+1) * time.Second
+		if kv := get.Kvs[0]; kv.Lease != 0 {
+			secs, _ = parseValue(kv.Value)
+			secs = max(secs, 1)
+		}
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	wch := l.client.Watch(clientv3.WithRequireLeader(wctx), k,
-		clientv3.WithRev(get.Header.Revision+1), clientv3.WithFilterPut())
-	timer := time.NewTimer(bound - time.Since(seen))
-	defer timer.Stop()
+	// The holder's lease ends within its ttl, unless the server raised the TTL to
+	// its minimum or the holder renewed it: then Wait returns early, and the
+	// caller's next TryLock tells. etcd deletes the key of an expired lease, which
+	// the watch sees too; the timer only bounds a wait whose watch misses that.
+	var timeout <-chan time.Time
+	if secs > 0 {
+		timer := time.NewTimer(time.Duration(secs+1)*time.Second - time.Since(seen))
+		defer timer.Stop()
+		timeout = timer.C
+	}
 	for {
 		select {
 		case resp, ok := <-wch:
-			if !ok {
+			if err := watchFailed(resp, ok); err != nil {
 				if ctx.Err() != nil {
 					return gaveUp()
 				}
-				return fmt.Errorf("etcdlock: Wait(%q): the watch closed (client closed?)", key)
-			}
-			if err := resp.Err(); err != nil {
-				if ctx.Err() != nil {
-					return gaveUp()
-				}
-				return fmt.Errorf("etcdlock: Wait(%q): watch: %w", key, err)
+				return fmt.Errorf("etcdlock: Wait(%q): %w", key, err)
 			}
 			for _, ev := range resp.Events {
 				if ev.Type == clientv3.EventTypeDelete {
 					return nil
 				}
 			}
-		case <-timer.C:
+		case <-timeout:
 			return nil
 		case <-ctx.Done():
 			return gaveUp()
 		}
 	}
+}
+
+// watchFailed returns the error of a watch response, or of a closed watch channel.
+func watchFailed(resp clientv3.WatchResponse, ok bool) error {
+	if !ok {
+		return errors.New("the watch closed (client closed?)")
+	}
+	if err := resp.Err(); err != nil {
+		return fmt.Errorf("watch: %w", err)
+	}
+	return nil
 }
 
 // Inspect reports key's holder: its Fence, its owner label, and an Expires of now
