@@ -22,6 +22,9 @@ const envBackend = "DISTLOCK_BACKEND"
 type backend struct {
 	locker distlock.Locker
 	close  func()
+	// maxTTL, when not zero, caps the lease ttl: a ZooKeeper lock lives only as
+	// long as its session, whose timeout the server chose.
+	maxTTL time.Duration
 }
 
 // openOptions are what every opener may use.

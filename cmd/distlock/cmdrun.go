@@ -145,7 +145,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	signal.Notify(sigc, forwarded...)
 	defer signal.Stop(sigc)
 
-	r := &runner{c: c, stderr: stderr}
+	r := &runner{c: c, stderr: stderr, ttl: c.ttl}
 	if c.verbose {
 		r.obs.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -163,6 +163,12 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		if err != nil {
 			done <- acquired{err: err}
 			return
+		}
+		if b.maxTTL > 0 && b.maxTTL < r.ttl {
+			if c.verbose {
+				r.logf("the backend caps the ttl at %v (its session timeout)", b.maxTTL)
+			}
+			r.ttl = b.maxTTL
 		}
 		lease, err := r.acquire(actx, b.locker)
 		done <- acquired{b: b, lease: lease, err: err}
@@ -198,6 +204,7 @@ type runner struct {
 	c      *runConfig
 	stderr io.Writer
 	obs    distlock.Observer
+	ttl    time.Duration // the lease ttl: --ttl, or less if the backend caps it
 }
 
 func (r *runner) logf(format string, args ...any) {
@@ -218,7 +225,7 @@ func (r *runner) acquire(ctx context.Context, l distlock.Locker) (distlock.Lease
 		tctx, cancel := context.WithTimeout(ctx, opTimeout)
 		defer cancel()
 		start := time.Now()
-		lease, err := l.TryLock(tctx, r.c.key, r.c.ttl)
+		lease, err := l.TryLock(tctx, r.c.key, r.ttl)
 		if err == nil && r.obs.Logger != nil {
 			r.obs.Logger.Debug("distlock acquire", "key", r.c.key, "fence", lease.Fence, "took", time.Since(start))
 		}
@@ -233,7 +240,7 @@ func (r *runner) acquire(ctx context.Context, l distlock.Locker) (distlock.Lease
 	if r.c.verbose {
 		// One attempt first, to say that the key is held before waiting for it.
 		tctx, cancel := context.WithTimeout(wctx, opTimeout)
-		lease, err := l.TryLock(tctx, r.c.key, r.c.ttl)
+		lease, err := l.TryLock(tctx, r.c.key, r.ttl)
 		cancel()
 		switch {
 		case err == nil:
@@ -247,7 +254,7 @@ func (r *runner) acquire(ctx context.Context, l distlock.Locker) (distlock.Lease
 	}
 	for {
 		rctx, cancel := context.WithTimeout(wctx, opTimeout)
-		lease, err := distlock.Lock(rctx, l, r.c.key, r.c.ttl, &distlock.LockOptions{Observer: r.obs})
+		lease, err := distlock.Lock(rctx, l, r.c.key, r.ttl, &distlock.LockOptions{Observer: r.obs})
 		cancel()
 		if err == nil || wctx.Err() != nil || errors.Is(err, distlock.ErrInvalid) {
 			return lease, err
@@ -294,7 +301,7 @@ func (r *runner) hold(ctx context.Context, l distlock.Locker, lease distlock.Lea
 	acquiredAt := time.Now()
 	hctx, stopHold := context.WithCancel(ctx)
 	defer stopHold()
-	h := distlock.Hold(hctx, l, lease, &distlock.HoldOptions{TTL: r.c.ttl, Observer: r.obs})
+	h := distlock.Hold(hctx, l, lease, &distlock.HoldOptions{TTL: r.ttl, Observer: r.obs})
 	release := func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -113,11 +112,11 @@ func startDL(t *testing.T, env []string, args ...string) *dlProc {
 	p := &dlProc{t: t, lines: make(chan string, 1000), done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = env
+	p.cmd.Stdout = &lineWriter{p: p}
 	p.cmd.Stderr = &p.stderr
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// If distlock dies and leaves CMD behind holding its stdout, Wait returns anyway.
+	p.cmd.WaitDelay = 5 * time.Second
+	var err error
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
@@ -125,18 +124,7 @@ func startDL(t *testing.T, env []string, args ...string) *dlProc {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	readDone := make(chan struct{})
 	go func() {
-		defer close(readDone)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			line := sc.Text()
-			p.stdout.Write([]byte(line + "\n"))
-			p.lines <- line
-		}
-	}()
-	go func() {
-		<-readDone
 		err := p.cmd.Wait()
 		p.code = exitStatus(p.cmd.ProcessState, err)
 		close(p.done)
@@ -144,12 +132,43 @@ func startDL(t *testing.T, env []string, args ...string) *dlProc {
 	t.Cleanup(func() {
 		select {
 		case <-p.done:
+			return
 		default:
+		}
+		// SIGTERM first: distlock forwards it to CMD's process group.
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
 			p.cmd.Process.Kill()
 			<-p.done
 		}
 	})
 	return p
+}
+
+// A lineWriter is distlock's stdout: it keeps the output and sends each line to
+// p.lines.
+type lineWriter struct {
+	p       *dlProc
+	partial []byte
+}
+
+func (w *lineWriter) Write(b []byte) (int, error) {
+	w.p.stdout.Write(b)
+	w.partial = append(w.partial, b...)
+	for {
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 {
+			break
+		}
+		select {
+		case w.p.lines <- string(w.partial[:i]):
+		default: // nobody is reading that many lines
+		}
+		w.partial = w.partial[i+1:]
+	}
+	return len(b), nil
 }
 
 // waitLine waits until distlock's stdout has printed want as a whole line.

@@ -11,6 +11,9 @@ import (
 	"github.com/distlock/distlock"
 )
 
+// statusSessionTimeout is the session timeout of status's ZooKeeper connection.
+const statusSessionTimeout = 10 * time.Second
+
 // cmdStatus is "distlock status".
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
@@ -32,7 +35,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer, env
 
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	b, err := openBackend(ctx, *backendURL, env, openOptions{})
+	b, err := openBackend(ctx, *backendURL, env, openOptions{ttl: statusSessionTimeout})
 	if err != nil {
 		fmt.Fprintf(stderr, "distlock status: %s\n", oneLine(err))
 		if isUsage(err) {
