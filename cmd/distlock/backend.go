@@ -36,8 +36,7 @@ type openOptions struct {
 // An opener connects to the backend that u names.
 type opener func(ctx context.Context, u *backendURL, o openOptions) (*backend, error)
 
-// openers maps each URL scheme to its backend. A backend that this build lacks maps
-// to an opener that returns errUnavailable.
+// openers maps each URL scheme to its backend.
 func openers() map[string]opener {
 	return map[string]opener{
 		"redis":      openRedis,
@@ -50,11 +49,6 @@ func openers() map[string]opener {
 		"mysql":      openMySQL,
 		"sqlite":     openSQLite,
 	}
-}
-
-// unavailable is the error of a scheme whose backend is not in this build.
-func unavailable(name string) error {
-	return usagef("backend %s is not available in this build", name)
 }
 
 // A backendURL is a parsed backend URL. Unlike net/url it accepts a comma-separated

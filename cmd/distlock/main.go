@@ -28,7 +28,7 @@
 //	126           CMD could not be executed
 //	127           CMD was not found
 //	128+N         distlock got signal N while waiting for KEY; CMD did not run
-//	2             bad usage: a flag, the backend URL, KEY, a backend not built in
+//	2             bad usage: a flag, the backend URL, KEY
 //
 // Exit status of status: 0 KEY is held (the holder is printed), 3 KEY is free,
 // 2 bad usage, 125 the backend failed.
@@ -104,7 +104,7 @@ exit status of run:
   125           distlock failed (backend unreachable or failing); CMD did not run
   126, 127      CMD could not be executed, was not found
   128+N         distlock got signal N while waiting for KEY
-  2             bad usage (flags, backend URL, KEY, backend not built in)
+  2             bad usage (flags, backend URL, KEY)
 exit status of status: 0 held, 3 free, 2 bad usage, 125 backend failure.
 `
 
@@ -172,8 +172,7 @@ func oneLine(err error) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
 }
 
-// A usageError is the user's: a bad flag, URL or key, or a backend that this build
-// lacks. It exits 2.
+// A usageError is the user's: a bad flag, URL or key. It exits 2.
 type usageError struct{ err error }
 
 func (e *usageError) Error() string { return e.err.Error() }

@@ -39,6 +39,12 @@ func startServers(env *testenv.Env) error {
 	}
 	backendURLs["etcd"] = "etcd://" + strings.TrimPrefix(etcd.Addr(), "http://")
 
+	zk, err := env.ZooKeeper()
+	if err != nil {
+		return err
+	}
+	backendURLs["zk"] = "zk://" + zk.Addr()
+
 	pg, err := env.Postgres()
 	if err != nil {
 		return err
