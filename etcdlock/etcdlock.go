@@ -36,7 +36,8 @@
 //
 // # Round trips
 //
-// TryLock: two (LeaseGrant, Txn), three when the key is held (LeaseRevoke).
+// TryLock: two (LeaseGrant, Txn); one (Txn) when it uses the lease that the
+// Locker's previous TryLock, which found a key held, kept (see TryLock).
 // Renew: two (Range, LeaseKeepAlive); four when the ttl changes. Unlock: two (Txn,
 // LeaseRevoke). Wait: a watch, and a Range unless nothing changed in the store since
 // a TryLock of the same Locker saw the key held. Inspect: two (Range,
@@ -45,10 +46,10 @@
 // # Errors and cleanup
 //
 // A transport failure is returned as is (it never wraps ErrLocked). When a TryLock or
-// Renew fails after its lease was granted, the lease is revoked with a fresh context
-// bounded by Options.CleanupTimeout (never the caller's, which may be the reason for
-// the failure): revoking the lease removes a key that a request whose outcome is
-// unknown may have created. The call waits for that cleanup only while the caller's
+// Renew fails after its lease was granted (other than by finding the key held), the
+// lease is revoked with a fresh context bounded by Options.CleanupTimeout (never the
+// caller's, which may be the reason for the failure): revoking the lease removes a
+// key that a request whose outcome is unknown may have created. The call waits for that cleanup only while the caller's
 // context lives, so it still returns promptly when that context ends.
 package etcdlock
 
@@ -106,6 +107,64 @@ type Locker struct {
 	mu       sync.Mutex
 	lost     map[lostKey]chan struct{}
 	sighting map[string]sighting // what failed TryLocks saw, for Wait
+	spare    spare               // a failed TryLock's lease, for the next TryLock
+}
+
+// A spare is the lease of a TryLock that found the key held. It holds no key, so
+// the Locker's next TryLock with the same whole seconds uses it instead of granting
+// a lease (a round trip less on each attempt of a wait loop: Lock tries, waits,
+// tries again), as long as it is young (spareMaxAge). A Locker keeps one; one it
+// does not use holds nothing and expires on the server by its TTL.
+type spare struct {
+	id      clientv3.LeaseID // 0: none
+	secs    int64            // the TTL asked for
+	granted time.Duration    // the TTL granted (the server may raise it to its minimum)
+	at      time.Time        // taken before the LeaseGrant request was sent
+}
+
+// spareMaxAge is the oldest spare lease that a TryLock for ttl uses: the lease's
+// Expires counts from the grant (see TryLock), so the age is what the Lease may
+// lose of ttl, beyond what the rounding up to whole seconds leaves: a tenth of ttl,
+// at most a second.
+func spareMaxAge(ttl time.Duration) time.Duration { return min(ttl/10, time.Second) }
+
+// takeSpare returns the spare lease if it fits a TryLock of secs and ttl that
+// started at start; it revokes, in the background, one that no TryLock could use
+// any longer.
+func (l *Locker) takeSpare(secs int64, ttl time.Duration, start time.Time) (spare, bool) {
+	l.mu.Lock()
+	sp := l.spare
+	if sp.id == 0 {
+		l.mu.Unlock()
+		return spare{}, false
+	}
+	age := start.Sub(sp.at)
+	if sp.secs == secs && age <= spareMaxAge(ttl) {
+		l.spare = spare{}
+		l.mu.Unlock()
+		return sp, true
+	}
+	stale := age > time.Second // too old for any ttl
+	if stale {
+		l.spare = spare{}
+	}
+	l.mu.Unlock()
+	if stale {
+		l.revokeLater(sp.id)
+	}
+	return spare{}, false
+}
+
+// putSpare keeps sp as the spare lease, revoking the one it replaces in the
+// background.
+func (l *Locker) putSpare(sp spare) {
+	l.mu.Lock()
+	old := l.spare
+	l.spare = sp
+	l.mu.Unlock()
+	if old.id != 0 && old.id != sp.id {
+		l.revokeLater(old.id)
+	}
 }
 
 // A sighting is what a TryLock that found key held saw: the revision of its reply,
@@ -289,7 +348,12 @@ func (l *Locker) checkTTL(ttl time.Duration) error {
 // TryLock makes one attempt to acquire key for ttl: it grants a lease of ttl rounded
 // up to whole seconds and, in one transaction, creates the key with it if the key
 // does not exist. It returns an error wrapping ErrLocked when another lease holds the
-// key, and revokes its own lease whenever it fails.
+// key; it then keeps its lease, which holds no key, for the Locker's next TryLock
+// with the same whole seconds, which uses it instead of granting one if it is at
+// most a tenth of ttl old (and at most a second). The Lease's Expires is then
+// counted from that grant: the time taken before the LeaseGrant request was sent,
+// plus the lease's TTL, if that comes before this call's start plus ttl. When the
+// attempt fails otherwise, TryLock revokes its lease.
 func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
 	if l.err != nil {
 		return distlock.Lease{}, l.err
@@ -305,40 +369,62 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 	}
 	start := time.Now()
 	secs := leaseSecs(ttl)
-	grant, err := l.client.Grant(ctx, secs)
-	if err != nil {
-		// If the grant reached the server, its lease has no key and expires alone.
-		return distlock.Lease{}, fmt.Errorf("etcdlock: TryLock(%q): grant a lease of %ds: %w", key, secs, err)
-	}
 	k := l.EtcdKey(key)
 	token := distlock.NewToken()
-	resp, err := l.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-		Then(clientv3.OpPut(k, l.value(token, secs), clientv3.WithLease(grant.ID))).
-		Else(clientv3.OpGet(k)).
-		Commit()
-	if err != nil {
-		// The key may have been created: revoking the lease removes it.
-		l.revoke(ctx, grant.ID)
-		return distlock.Lease{}, fmt.Errorf("etcdlock: TryLock(%q): %w", key, err)
-	}
-	if !resp.Succeeded {
-		l.revoke(ctx, grant.ID)
-		holder := "a key that is gone by now"
-		if r := resp.Responses[0].GetResponseRange(); r != nil && len(r.Kvs) > 0 {
-			kv := r.Kvs[0]
-			held, owner := parseValue(kv.Value)
-			holder = fmt.Sprintf("owner %q, fence %d", owner, kv.CreateRevision)
-			l.see(key, sighting{rev: resp.Header.Revision, lease: kv.Lease, secs: held, at: start})
+	sp, reused := l.takeSpare(secs, ttl, start)
+	for {
+		if !reused {
+			grant, err := l.client.Grant(ctx, secs)
+			if err != nil {
+				// If the grant reached the server, its lease has no key and expires alone.
+				return distlock.Lease{}, fmt.Errorf("etcdlock: TryLock(%q): grant a lease of %ds: %w", key, secs, err)
+			}
+			sp = spare{id: grant.ID, secs: secs, granted: time.Duration(grant.TTL) * time.Second, at: start}
 		}
-		return distlock.Lease{}, fmt.Errorf("etcdlock: key %q is held (%s): %w", key, holder, distlock.ErrLocked)
+		resp, err := l.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+			Then(clientv3.OpPut(k, l.value(token, secs), clientv3.WithLease(sp.id))).
+			Else(clientv3.OpGet(k)).
+			Commit()
+		if err != nil && reused && errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			// The spare lease is gone (revoked from outside): grant one.
+			reused = false
+			continue
+		}
+		if err != nil {
+			// The key may have been created: revoking the lease removes it.
+			l.revoke(ctx, sp.id)
+			return distlock.Lease{}, fmt.Errorf("etcdlock: TryLock(%q): %w", key, err)
+		}
+		if !resp.Succeeded {
+			// The lease holds no key: keep it for the next attempt.
+			l.putSpare(sp)
+			holder := "a key that is gone by now"
+			if r := resp.Responses[0].GetResponseRange(); r != nil && len(r.Kvs) > 0 {
+				kv := r.Kvs[0]
+				held, owner := parseValue(kv.Value)
+				holder = fmt.Sprintf("owner %q, fence %d", owner, kv.CreateRevision)
+				l.see(key, sighting{rev: resp.Header.Revision, lease: kv.Lease, secs: held, at: start})
+			}
+			return distlock.Lease{}, fmt.Errorf("etcdlock: key %q is held (%s): %w", key, holder, distlock.ErrLocked)
+		}
+		return distlock.Lease{
+			Key:   key,
+			Token: token,
+			Fence: uint64(resp.Header.Revision), // the put's revision: the key's create revision
+			// The server frees the key no sooner than the lease's grant plus its
+			// TTL (whole seconds, at least ttl): for a fresh grant that is after
+			// start + ttl; for a spare lease it may come sooner.
+			Expires: minTime(start.Add(ttl), sp.at.Add(sp.granted)),
+		}, nil
 	}
-	return distlock.Lease{
-		Key:     key,
-		Token:   token,
-		Fence:   uint64(resp.Header.Revision), // the put's revision: the key's create revision
-		Expires: start.Add(ttl),
-	}, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // Renew extends lease to ttl from now. With the acquisition's ttl (in whole seconds)
@@ -457,6 +543,16 @@ func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
 		l.revoke(ctx, clientv3.LeaseID(d.PrevKvs[0].Lease))
 	}
 	return nil
+}
+
+// revokeLater revokes the lease id in the background, bounded by the cleanup
+// timeout (and ended at once if the client is closed).
+func (l *Locker) revokeLater(id clientv3.LeaseID) {
+	go func() {
+		rctx, cancel := context.WithTimeout(context.Background(), l.cleanup)
+		defer cancel()
+		_, _ = l.client.Revoke(rctx, id)
+	}()
 }
 
 // revoke revokes the lease id with a fresh context bounded by the cleanup timeout. It

@@ -102,8 +102,16 @@ func TestRoundTrips(t *testing.T) {
 		_, err := l.Inspect(ctxFor(t, 5*time.Second), key)
 		return err
 	})
-	count("TryLock of a held key", 3, func() error {
-		if _, err := l.TryLock(ctxFor(t, 5*time.Second), key, time.Second); !errors.Is(err, distlock.ErrLocked) {
+	// The first attempt on a held key grants a lease and keeps it; the next (with
+	// the same whole seconds, within a tenth of the ttl) uses it.
+	count("TryLock of a held key", 2, func() error {
+		if _, err := l.TryLock(ctxFor(t, 5*time.Second), key, 30*time.Second); !errors.Is(err, distlock.ErrLocked) {
+			return fmt.Errorf("got %v, want ErrLocked", err)
+		}
+		return nil
+	})
+	count("TryLock of a held key with the kept lease", 1, func() error {
+		if _, err := l.TryLock(ctxFor(t, 5*time.Second), key, 30*time.Second); !errors.Is(err, distlock.ErrLocked) {
 			return fmt.Errorf("got %v, want ErrLocked", err)
 		}
 		return nil
@@ -547,5 +555,92 @@ func TestWaitAfterSighting(t *testing.T) {
 	}
 	if took := time.Since(unlocked); took > 5*time.Second {
 		t.Fatalf("Wait woke %v after the release", took)
+	}
+}
+
+// TestSpareLease: a TryLock that finds the key held keeps its lease (which holds no
+// key), and the next TryLock uses it: the acquired key is on that lease, and the
+// Lease's Expires counts from its grant. When the kept lease was revoked from
+// outside, TryLock grants another.
+func TestSpareLease(t *testing.T) {
+	cli := newClient(t, []string{etcdSrv.Addr()}, nil)
+	a := etcdlock.New(newClient(t, []string{etcdSrv.Addr()}, nil), nil)
+	b := etcdlock.New(cli, nil)
+	const ttl = 30 * time.Second
+	leases := func() map[clientv3.LeaseID]bool {
+		resp, err := cli.Leases(ctxFor(t, 5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := make(map[clientv3.LeaseID]bool)
+		for _, l := range resp.Leases {
+			m[l.ID] = true
+		}
+		return m
+	}
+	// spareOf makes b fail a TryLock of a held key and returns the lease it kept
+	// and a time after its grant was sent.
+	spareOf := func(key string) (clientv3.LeaseID, time.Time) {
+		t.Helper()
+		before := leases()
+		if _, err := b.TryLock(ctxFor(t, 5*time.Second), key, ttl); !errors.Is(err, distlock.ErrLocked) {
+			t.Fatalf("TryLock of a held key: %v", err)
+		}
+		returned := time.Now() // after the grant's request was sent
+		var kept []clientv3.LeaseID
+		for id := range leases() {
+			if !before[id] {
+				kept = append(kept, id)
+			}
+		}
+		if len(kept) != 1 {
+			t.Fatalf("a TryLock of a held key left %d new leases, want the 1 it keeps", len(kept))
+		}
+		return kept[0], returned
+	}
+
+	key := "spare-" + distlock.NewToken()
+	la, err := a.TryLock(ctxFor(t, 5*time.Second), key, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, grantedBy := spareOf(key)
+	if err := a.Unlock(ctxFor(t, 5*time.Second), la); err != nil {
+		t.Fatal(err)
+	}
+	lb, err := b.TryLock(ctxFor(t, 5*time.Second), key, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := leaseOf(t, cli, b, key); id != kept {
+		t.Fatalf("the key is on lease %x, want the kept lease %x", id, kept)
+	}
+	if lb.Expires.After(grantedBy.Add(ttl)) {
+		t.Fatalf("Expires is %v after the kept lease's grant + ttl", lb.Expires.Sub(grantedBy.Add(ttl)))
+	}
+	if err := b.Unlock(ctxFor(t, 5*time.Second), lb); err != nil {
+		t.Fatal(err)
+	}
+
+	key = "spare-revoked-" + distlock.NewToken()
+	if la, err = a.TryLock(ctxFor(t, 5*time.Second), key, ttl); err != nil {
+		t.Fatal(err)
+	}
+	kept, _ = spareOf(key)
+	if _, err := cli.Revoke(ctxFor(t, 5*time.Second), kept); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Unlock(ctxFor(t, 5*time.Second), la); err != nil {
+		t.Fatal(err)
+	}
+	lb, err = b.TryLock(ctxFor(t, 5*time.Second), key, ttl)
+	if err != nil {
+		t.Fatalf("TryLock after its kept lease was revoked: %v", err)
+	}
+	if id, _ := leaseOf(t, cli, b, key); id == kept {
+		t.Fatalf("the key is on the revoked lease %x", id)
+	}
+	if err := b.Unlock(ctxFor(t, 5*time.Second), lb); err != nil {
+		t.Fatal(err)
 	}
 }
