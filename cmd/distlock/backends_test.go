@@ -64,3 +64,13 @@ func TestBackends(t *testing.T) {
 		})
 	}
 }
+
+// TestZooKeeperCapsTTL: a ZooKeeper lock lives only as long as its session, whose
+// timeout the server bounds; a longer --ttl is capped at the granted timeout.
+func TestZooKeeperCapsTTL(t *testing.T) {
+	env := baseEnv(t)
+	code, out, errOut := runDL(t, env, "run", "-v", "--ttl", "10m", "--backend", backendURLs["zk"], "zk-cap", "--", "echo", "ran")
+	if code != 0 || out != "ran\n" || !strings.Contains(errOut, "the backend caps the ttl at") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want the ttl capped at the session timeout", code, out, errOut)
+	}
+}
