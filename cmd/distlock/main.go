@@ -89,7 +89,9 @@ backend URLs:
   redis://[[user]:password@]host[:port][/db]     one Redis server (rediss:// for TLS)
   redlock://[[user]:password@]h1:p1,h2:p2,h3:p3[/db]
                                                  RedLock over independent Redis masters
-  zk://h1:p1,h2:p2[/root]                        ZooKeeper ensemble (root /distlock)
+  zk://h1:p1,h2:p2[/root]                        ZooKeeper ensemble (root /distlock);
+                                                 --ttl is the session timeout, capped
+                                                 at the one the server grants
   etcd://[user:password@]h1:p1,h2:p2[/prefix]    etcd v3 cluster
   postgres://user:password@host:port/db?sslmode=disable
                                                  PostgreSQL (postgresql:// too)
