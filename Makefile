@@ -1,4 +1,5 @@
-# The README's two commands: `make run` (the cron example on memlock, no server) and
+# The README's two commands: `make run` (the CLI runs a command under a lock on its
+# embedded SQLite default, no server) and
 # `make test` (installs the servers the tests start, then runs every test under -race,
 # and smoke-tests the benchmarks module). `make matrix` measures the README's matrix.
 GO ?= go
@@ -7,7 +8,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 60m
 .PHONY: run test vet install matrix
 
 run:
-	$(GO) run ./examples/cron
+	$(GO) run ./cmd/distlock run job -- echo "hi from under the lock"
 
 install:
 	bash scripts/install.sh
