@@ -142,8 +142,9 @@ func benchInterleaved(b *testing.B, ctx context.Context) {
 	b.ReportMetric(float64(ours)/float64(raw), "ours/raw")
 }
 
-// BenchmarkWaitFreeKey: the fixed cost of one Wait (its own pub/sub connection:
-// dial, subscribe, PTTL, close) on a key that is free.
+// BenchmarkWaitFreeKey: the fixed cost of one Wait on a key that is free: PTTL on a
+// subscription that the Locker's pub/sub connection keeps (the first Wait dials
+// and subscribes).
 func BenchmarkWaitFreeKey(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

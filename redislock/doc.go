@@ -22,7 +22,11 @@
 //   - Wait subscribes to the release channel, then reads the lock's remaining time
 //     to live (PTTL), and returns on the release message, when that time has passed,
 //     or when its context ends. A lock that expires publishes nothing; the time to
-//     live bounds the wait instead.
+//     live bounds the wait instead. The Waits of one Locker share one pub/sub
+//     connection, and a channel stays subscribed between the Waits of a wait loop,
+//     so that the TryLock before a Wait, which reports the holder's time to live
+//     when it finds the key held, serves as its check: in distlock.Lock's loop each
+//     failed attempt costs one request.
 //   - Inspect reads the fence, the owner label and the remaining time to live.
 //
 // Scripts run with EVALSHA and fall back to EVAL when the server does not have them
@@ -92,9 +96,14 @@
 // within the client's ReadTimeout (go-redis' default is finite). Calls with
 // context.Background() run on the caller's goroutine.
 //
-// Each Wait opens a pub/sub connection of its own (about 0.4ms and 74 KB of go-redis
-// buffers on loopback) and closes it before it returns. That is cheap next to the
-// wait itself, but thousands of concurrent waiters mean thousands of connections.
+// The Waits of a Locker share one pub/sub connection (go-redis keeps about 74 KB of
+// buffers per connection), opened by the first Wait and closed 5s after the last
+// one ended, by Locker.Close, or when the client is closed; it is pinged when it
+// has been silent for 5s, and replaced when the PING is not answered within 5s
+// more. Thousands of concurrent waiters in one process share it; waiters in many
+// processes each have their own. A connection that breaks wakes the Waits in
+// progress (a release message may have been lost), and go-redis reconnects and
+// subscribes again.
 //
 // # Options
 //

@@ -18,3 +18,7 @@ func (l *Locker) Names(key string) (lock, fence, channel string) {
 	n := l.names(key)
 	return n.lock, n.fence, n.channel
 }
+
+// SetHubPing sets how long the Locker's pub/sub connection may stay silent before
+// it is pinged (and, silent as long again, replaced). Call it before the first Wait.
+func (l *Locker) SetHubPing(d time.Duration) { l.hub.ping = d }

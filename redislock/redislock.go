@@ -82,12 +82,15 @@ func (o *Options) withDefaults() (Options, error) {
 // A Locker takes leases on keys in one Redis deployment: a single server, a
 // Sentinel-managed master (redis.NewFailoverClient) or a Redis Cluster
 // (redis.NewClusterClient). It implements distlock.Locker, distlock.Waiter and
-// distlock.Inspector, and is safe for concurrent use. It holds no resources of its
-// own: closing the client is the caller's business.
+// distlock.Inspector, and is safe for concurrent use. Its only resource is the
+// pub/sub connection that its Waits share, which closes by itself when no Wait has
+// used it for 5s, or when the client is closed (see Close); closing the client is
+// the caller's business.
 type Locker struct {
 	client redis.UniversalClient
 	opts   Options
 	err    error // non-nil when New got a nil client or bad options
+	hub    hub   // Wait's pub/sub connection
 }
 
 var (
@@ -112,7 +115,17 @@ func New(client redis.UniversalClient, opts *Options) *Locker {
 	if err == nil && client == nil {
 		err = fmt.Errorf("%w: redislock: nil redis client", distlock.ErrInvalid)
 	}
-	return &Locker{client: client, opts: o, err: err}
+	return &Locker{client: client, opts: o, err: err, hub: hub{client: client, ping: hubPing}}
+}
+
+// Close closes the pub/sub connection that the Locker's Waits share, if it is
+// open; Waits in progress return nil (their keys may be free: call TryLock). The
+// Locker stays usable: a later Wait opens a connection again. Close is optional:
+// the connection also closes hubIdle (5s) after the last Wait ended, and when the
+// client is closed. It returns nil.
+func (l *Locker) Close() error {
+	l.hub.close()
+	return nil
 }
 
 // Err returns the error that New found in its arguments, or nil.
@@ -274,6 +287,13 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 	n := l.names(key)
 	token := distlock.NewToken()
 	ms := millis(ttl)
+	// When a Wait of this Locker has the key's channel subscribed, a TryLock that
+	// finds the key held spares the next Wait its own check (see hub).
+	var tok hubToken
+	watched := false
+	if l.hub.live.Load() {
+		tok, watched = l.hub.peek(n.channel)
+	}
 	r, err := call(ctx,
 		func() (acquired, error) { return l.acquire(ctx, n, token, ms) },
 		func(r acquired, err error) {
@@ -287,6 +307,9 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 		return distlock.Lease{}, fmt.Errorf("redislock: TryLock of key %s: outcome unknown, any lock it made is being removed: %w", showKey(key), err)
 	}
 	if r.fence == 0 {
+		if watched {
+			l.hub.saw(n.channel, tok, r.holder)
+		}
 		return distlock.Lease{}, fmt.Errorf("redislock: key %s is held by %q for up to %v more: %w", showKey(key), r.owner, r.holder, distlock.ErrLocked)
 	}
 	return distlock.Lease{Key: key, Token: token, Fence: uint64(r.fence), Expires: start.Add(ttl)}, nil

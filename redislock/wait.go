@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/distlock/distlock"
 )
 
@@ -20,12 +18,21 @@ const noTTLBound = time.Second
 // remaining time to live, read from the server, has passed (a lock that expires
 // publishes nothing). A nil return is a hint, not a lease: call TryLock.
 //
-// It subscribes to the key's channel before it reads the time to live, so a release
-// between the two is not missed. When ctx ends while key is held it returns
-// errors.Join(distlock.ErrLocked, ctx.Err()). It returns other errors when it cannot
-// subscribe or read the key. Each Wait uses one pub/sub connection of its own, closed
-// before Wait returns (or, if ctx ended while the connection was being opened, right
-// after).
+// It subscribes to the key's channel before it checks that the key is held, so a
+// release between the two is not missed. The check reads the time to live (PTTL),
+// unless a TryLock of this Locker that started while the channel was subscribed
+// found the key held and no release message arrived since: that TryLock was the
+// check (this is what happens in distlock.Lock's loop of TryLock and Wait). When
+// ctx ends while key is held it returns errors.Join(distlock.ErrLocked,
+// ctx.Err()). It returns other errors when it cannot subscribe or read the key.
+//
+// The Waits of one Locker share one pub/sub connection, on which each key's
+// channel is subscribed once, however many Waits want it. The connection opens
+// with the first Wait and closes 5s after the last one ended (or on Close, or when
+// the client is closed); a channel stays subscribed for a second after its last
+// Wait, so that the next Wait of a wait loop finds it subscribed. If the
+// connection breaks, Waits in progress return nil, since a release may have been
+// missed.
 func (l *Locker) Wait(ctx context.Context, key string) error {
 	if err := l.checkKey(key); err != nil {
 		return err
@@ -34,109 +41,57 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 		return errors.Join(distlock.ErrLocked, err)
 	}
 	n := l.names(key)
-
-	// No channel yet: this makes no request and cannot fail.
-	ps := l.client.Subscribe(context.WithoutCancel(ctx))
-	subscribed := make(chan error, 1)
-	released := make(chan error, 1)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := ps.Subscribe(ctx, n.channel); err != nil {
-			subscribed <- err
-			return
-		}
-		confirmed := false
-		for {
-			// Blocks until a message arrives or ps is closed (or ctx's deadline).
-			msg, err := ps.Receive(ctx)
-			if err != nil {
-				if !confirmed {
-					subscribed <- err
-				} else {
-					released <- err
-				}
-				return
-			}
-			switch m := msg.(type) {
-			case *redis.Subscription:
-				if !confirmed && m.Kind == "subscribe" && m.Channel == n.channel {
-					confirmed = true
-					subscribed <- nil
-				}
-			case *redis.Message:
-				if m.Channel == n.channel {
-					released <- nil
-					return
-				}
-			}
-		}
-	}()
-	closeSync := false
-	defer func() {
-		if closeSync {
-			_ = ps.Close()
-			<-done
-			return
-		}
-		// Subscribe may still hold ps's lock while it dials: do not wait for it.
-		go func() {
-			_ = ps.Close()
-			<-done
-		}()
-	}()
+	ls := l.hub.register(n.channel)
+	defer l.hub.unregister(n.channel, ls)
 
 	select {
-	case err := <-subscribed:
-		closeSync = true
+	case err := <-ls.ready:
 		if err != nil {
 			if ctx.Err() != nil {
 				return errors.Join(distlock.ErrLocked, ctx.Err())
 			}
 			return fmt.Errorf("redislock: Wait for key %s: subscribe: %w", showKey(key), err)
 		}
+	case <-ls.woke:
+		return nil // the connection broke or closed: a release may be lost
 	case <-ctx.Done():
 		return errors.Join(distlock.ErrLocked, ctx.Err())
 	}
 
-	pttl, err := call(ctx, func() (time.Duration, error) {
-		return l.client.PTTL(ctx, n.lock).Result()
-	}, nil)
-	if err != nil {
-		if ctx.Err() != nil {
-			return errors.Join(distlock.ErrLocked, ctx.Err())
-		}
-		return fmt.Errorf("redislock: Wait for key %s: %w", showKey(key), err)
-	}
-	// go-redis reports PTTL's -2 (no key) and -1 (no expiry) as these durations.
-	var bound time.Duration
+	until, released, seen := l.hub.check(n.channel)
 	switch {
-	case pttl == -2:
+	case released:
 		return nil
-	case pttl < 0:
-		bound = noTTLBound
-	default:
-		// PTTL truncates to the millisecond: add one so the timer fires after the
-		// server's expiry, not just before it.
-		bound = pttl + time.Millisecond
-	}
-	t := time.NewTimer(bound)
-	defer t.Stop()
-	for {
-		select {
-		case err := <-released:
-			if err == nil {
-				return nil
-			}
-			// The subscription broke: the timer still bounds the wait.
+	case !seen:
+		pttl, err := call(ctx, func() (time.Duration, error) {
+			return l.client.PTTL(ctx, n.lock).Result()
+		}, nil)
+		if err != nil {
 			if ctx.Err() != nil {
 				return errors.Join(distlock.ErrLocked, ctx.Err())
 			}
-			released = nil
-		case <-t.C:
-			return nil
-		case <-ctx.Done():
-			return errors.Join(distlock.ErrLocked, ctx.Err())
+			return fmt.Errorf("redislock: Wait for key %s: %w", showKey(key), err)
 		}
+		// go-redis reports PTTL's -2 (no key) and -1 (no expiry) as these durations.
+		switch {
+		case pttl == -2:
+			return nil
+		case pttl < 0:
+			until = time.Now().Add(noTTLBound)
+		default:
+			// PTTL truncates to the millisecond: add one so the timer fires after
+			// the server's expiry, not just before it.
+			until = time.Now().Add(pttl + time.Millisecond)
+		}
+	}
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
+	select {
+	case <-ls.woke:
+		return nil
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return errors.Join(distlock.ErrLocked, ctx.Err())
 	}
 }
