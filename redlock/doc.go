@@ -153,8 +153,11 @@
 // far, so a slow master costs an operation about one healthy round trip, not the
 // timeout. A master whose last call failed or timed out is a suspect until a call to
 // it succeeds; it is still asked every time, but once the others have answered, its
-// answer is not waited for. An acquire that a master answers after TryLock stopped
-// waiting for it is removed again when the answer comes.
+// answer is not waited for. A lock that a master grants after TryLock stopped
+// waiting for it joins the lease when the attempt succeeded (its counter is raised
+// to the lease's fence, and Renew and Unlock reach it like the others), so a lease
+// normally holds every master that is up, not just a bare quorum, and survives the
+// loss of a minority; it is removed when the attempt failed.
 //
 // go-redis retries a failed dial (DialerRetries, 5 by default, 100ms apart) and a
 // failed command (MaxRetries); until a dead master is a suspect, or until go-redis'

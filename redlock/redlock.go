@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -136,6 +137,7 @@ type Locker struct {
 	opts    Options
 	suspect []atomic.Bool // per node: its last call failed (see fanout)
 	hubs    []*hub        // per node: the pub/sub connection shared by Waits
+	late    sync.Map      // token -> *attempt: leases with late phase-1 answers pending
 }
 
 // A node is one independent Redis master.
@@ -317,7 +319,14 @@ type phase1 struct {
 	holdFor time.Duration // the holder's remaining time to live when not locked
 }
 
+// testHookAcquire, when set (by tests), runs before phase 1's script is sent to a
+// node, with the node's index.
+var testHookAcquire atomic.Pointer[func(i int)]
+
 func (l *Locker) acquireOn(ctx context.Context, i int, n names, token string, ms int64) (phase1, error) {
+	if hook := testHookAcquire.Load(); hook != nil {
+		(*hook)(i)
+	}
 	v, err := acquireScript.Run(ctx, l.nodes[i].c, []string{n.lock, n.fence}, token, ms, l.opts.Owner).Result()
 	if err != nil {
 		return phase1{}, err
@@ -418,19 +427,41 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 	nt := l.NodeTimeout(ttl)
 	expires := start.Add(ttl - l.Drift(ttl))
 
+	// Nodes that answer after phase 1 stopped waiting for them (late) join the
+	// lease if the attempt succeeded (their counter raised to its fence) and are
+	// released if it failed, or if the lease was unlocked meanwhile; those that
+	// answer before the outcome is known wait for it in att.
+	att := &attempt{}
+	settle := func(i int) {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout(ttl))
+		defer cancel()
+		if att.succeeded && !att.unlocked.Load() {
+			_, _ = l.raiseOn(cctx, i, n, token, att.fence)
+		} else {
+			_, _ = l.releaseOn(cctx, i, n, token)
+		}
+	}
 	res := fanout(ctx, l, nil, nt,
 		func(ctx context.Context, i int) (phase1, error) { return l.acquireOn(ctx, i, n, token, ms) },
 		func(i int, r phase1, err error) {
-			// The node answered after the attempt stopped waiting for it: whatever
-			// the attempt took there is not part of any lease. Give it back.
-			if err != nil || r.locked {
-				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout(ttl))
-				defer cancel()
-				_, _ = l.releaseOn(cctx, i, n, token)
+			if att.lateAnswer(i) {
+				if err != nil || r.locked { // else another owner's lock: nothing of ours
+					settle(i)
+				}
+				att.settled(l, token)
 			}
 		},
 		l.decidedAcquire, true)
-
+	defer func() {
+		// Settle the late answers that came before the outcome was known (the
+		// unanswered ones whose calls failed are released either way).
+		for _, i := range att.early {
+			go func() {
+				settle(i)
+				att.settled(l, token)
+			}()
+		}
+	}()
 	var locked, held, failed []int
 	var fence int64
 	for i, r := range res {
@@ -445,6 +476,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 		}
 	}
 	fail := func(err error) (distlock.Lease, error) {
+		att.decide(l, token, res, false, 0)
 		// Wait for the locks that answered (they answer fast); nodes whose outcome is
 		// unknown are cleaned up in the background.
 		l.release(ctx, locked, n, token, ttl, nt)
@@ -509,7 +541,59 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 		return fail(fmt.Errorf("redlock: TryLock of key %s: the quorum took %v, more than ttl %v less the drift allowance %v; released",
 			showKey(key), now.Sub(start), ttl, l.Drift(ttl)))
 	}
+	att.decide(l, token, res, true, fence)
 	return distlock.Lease{Key: key, Token: token, Fence: uint64(fence), Expires: expires}, nil
+}
+
+// An attempt records the outcome of one TryLock for the nodes that answer phase 1
+// after it stopped waiting for them. A successful attempt with such nodes
+// outstanding is registered in Locker.late under its token, so that Unlock can tell
+// them to release rather than join the lease.
+type attempt struct {
+	mu          sync.Mutex
+	done        bool
+	succeeded   bool
+	fence       int64
+	early       []int // late answers that came before the outcome was known
+	outstanding int   // late answers not yet settled (known once done)
+	unlocked    atomic.Bool
+}
+
+// lateAnswer reports whether node i's late answer is to be settled now (the outcome
+// is known); otherwise it records it in a.early, which TryLock settles.
+func (a *attempt) lateAnswer(i int) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.done {
+		a.early = append(a.early, i)
+	}
+	return a.done
+}
+
+// decide records the outcome, given phase 1's replies: every node that did not
+// answer in time will answer late exactly once. After it, a.early no longer changes.
+func (a *attempt) decide(l *Locker, token string, res []reply[phase1], succeeded bool, fence int64) {
+	late := 0
+	for _, r := range res {
+		if r.ran && errors.Is(r.err, errNoReply) {
+			late++
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.done, a.succeeded, a.fence, a.outstanding = true, succeeded, fence, late
+	if succeeded && late > 0 {
+		l.late.Store(token, a)
+	}
+}
+
+// settled counts one late answer as settled.
+func (a *attempt) settled(l *Locker, token string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.outstanding--; a.outstanding == 0 {
+		l.late.Delete(token)
+	}
 }
 
 // noQuorum builds the error of an attempt that locked fewer than a quorum of nodes.
@@ -622,6 +706,10 @@ func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", what(), err)
+	}
+	if a, ok := l.late.Load(lease.Token); ok {
+		// A node that grants this lease's lock from now on releases it at once.
+		a.(*attempt).unlocked.Store(true)
 	}
 	n := l.names(lease.Key)
 	res := fanout(ctx, l, nil, l.opts.NodeTimeout, func(ctx context.Context, i int) (bool, error) {
