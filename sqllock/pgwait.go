@@ -13,8 +13,20 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// listenCloseTimeout bounds the clean close of a listening connection.
-const listenCloseTimeout = time.Second
+// Timings of a listening connection.
+const (
+	// listenCloseTimeout bounds the clean close of a listening connection.
+	listenCloseTimeout = time.Second
+	// listenIdle is how long a listening connection stays open after its last Wait
+	// returned, so that the Waits of a wait loop (TryLock, Wait, TryLock, Wait,
+	// ...) do not each open a connection, which costs PostgreSQL a new backend
+	// process.
+	listenIdle = 5 * time.Second
+	// listenPing: when no notification arrived for this long, the listener checks
+	// its connection with a round trip (bounded by as long again), so that a
+	// connection that died silently is replaced.
+	listenPing = 5 * time.Second
+)
 
 // Wait returns nil when key may be free: its lease was released (Unlock notified),
 // it expired, or it was free when Wait looked. It listens for the release
@@ -70,12 +82,15 @@ func (l *PostgresLocker) Wait(ctx context.Context, key string) error {
 	}
 }
 
-// A listener shares one listening connection among the concurrent Wait calls of a
-// PostgresLocker. The connection is opened by the first Wait and closed when the
-// last one returns, so that an idle Locker holds no connection and no goroutine.
+// A listener shares one listening connection among the Wait calls of a
+// PostgresLocker. The connection is opened by the first Wait and closed listenIdle
+// after the last one returned (or by Close), so that an idle Locker soon holds no
+// connection and no goroutine.
 type listener struct {
 	pool    *pgxpool.Pool
 	channel string
+	idle    time.Duration // listenIdle; tests shorten it
+	ping    time.Duration // listenPing; tests shorten it
 
 	mu  sync.Mutex
 	cur *listenConn // the connection new waiters join; nil when none
@@ -88,6 +103,7 @@ type listenConn struct {
 	cancel  context.CancelFunc
 	done    chan struct{}        // closed when run has returned
 	waiters map[*waiter]struct{} // guarded by listener.mu
+	idle    *time.Timer          // guarded by listener.mu: closes an idle connection
 }
 
 // A waiter is one Wait call's subscription to the notifications of one key.
@@ -113,6 +129,10 @@ func (ln *listener) subscribe(ctx context.Context, payload string) (*waiter, err
 		lc = ln.start()
 		ln.cur = lc
 	}
+	if lc.idle != nil {
+		lc.idle.Stop() // if it fired, closeIdle finds a waiter and leaves lc open
+		lc.idle = nil
+	}
 	w := &waiter{payload: payload, ch: make(chan struct{}, 1), lc: lc}
 	lc.waiters[w] = struct{}{}
 	ln.mu.Unlock()
@@ -130,7 +150,9 @@ func (ln *listener) subscribe(ctx context.Context, payload string) (*waiter, err
 	}
 }
 
-// unsubscribe removes w; the last waiter of a connection closes it and waits until
+// unsubscribe removes w. When it was the last waiter of a connection that listens,
+// the connection stays for listenIdle, for the next Wait; the last waiter of a
+// connection that is not listening (yet) or was retired closes it and waits until
 // its goroutine has returned.
 func (ln *listener) unsubscribe(w *waiter) {
 	lc := w.lc
@@ -138,10 +160,53 @@ func (ln *listener) unsubscribe(w *waiter) {
 	delete(lc.waiters, w)
 	last := len(lc.waiters) == 0
 	if last && ln.cur == lc {
-		ln.cur = nil
+		if listening(lc) {
+			lc.idle = time.AfterFunc(ln.idle, func() { ln.closeIdle(lc) })
+			last = false
+		} else {
+			ln.cur = nil
+		}
 	}
 	ln.mu.Unlock()
 	if last {
+		lc.cancel()
+		<-lc.done
+	}
+}
+
+// listening reports whether lc is listening: LISTEN took effect.
+func listening(lc *listenConn) bool {
+	select {
+	case <-lc.ready:
+		return lc.err == nil
+	default:
+		return false
+	}
+}
+
+// closeIdle closes lc if it is still the current connection and has no waiters.
+func (ln *listener) closeIdle(lc *listenConn) {
+	ln.mu.Lock()
+	if ln.cur != lc || len(lc.waiters) > 0 {
+		ln.mu.Unlock()
+		return
+	}
+	ln.cur = nil
+	ln.mu.Unlock()
+	lc.cancel()
+	<-lc.done
+}
+
+// close closes the current connection, if any, at once: its waiters are woken.
+func (ln *listener) close() {
+	ln.mu.Lock()
+	lc := ln.cur
+	ln.cur = nil
+	if lc != nil && lc.idle != nil {
+		lc.idle.Stop()
+	}
+	ln.mu.Unlock()
+	if lc != nil {
 		lc.cancel()
 		<-lc.done
 	}
@@ -181,9 +246,22 @@ func (ln *listener) run(ctx context.Context, lc *listenConn) {
 	}
 	close(lc.ready)
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		wctx, cancel := context.WithTimeout(ctx, ln.ping)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
 		if err != nil {
-			break
+			if ctx.Err() != nil || wctx.Err() == nil {
+				break // closed, or the connection failed
+			}
+			// Nothing for a while: check that the connection still works. A
+			// notification that arrives meanwhile is kept for the next wait.
+			pctx, cancel := context.WithTimeout(ctx, ln.ping)
+			err = conn.Ping(pctx)
+			cancel()
+			if err != nil {
+				break
+			}
+			continue
 		}
 		ln.mu.Lock()
 		for w := range lc.waiters {

@@ -16,7 +16,8 @@ import (
 
 // A PostgresLocker is a Locker on PostgreSQL. It adds distlock.Waiter: Wait listens
 // (LISTEN) for the notification that Unlock sends (pg_notify, in the releasing
-// statement itself) on a connection of its own.
+// statement itself) on a connection of its own, which the Locker's Waits share and
+// which stays open for 5s after the last Wait returned.
 type PostgresLocker struct {
 	*Locker
 	ln *listener
@@ -30,7 +31,8 @@ var _ distlock.Waiter = (*PostgresLocker)(nil)
 //
 // Acquire is one INSERT ... ON CONFLICT DO UPDATE ... WHERE expired RETURNING fence
 // statement; expiry uses the database's now(). Wait opens one extra connection with
-// the pool's connection settings while any Wait call is in progress.
+// the pool's connection settings, outside the pool, kept while any Wait call is in
+// progress and for 5s after (see Close).
 func NewPostgres(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*PostgresLocker, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: NewPostgres: nil *pgxpool.Pool", distlock.ErrInvalid)
@@ -45,8 +47,18 @@ func NewPostgres(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Postg
 	}
 	return &PostgresLocker{
 		Locker: newLocker(d, r),
-		ln:     &listener{pool: pool, channel: d.channel},
+		ln:     &listener{pool: pool, channel: d.channel, idle: listenIdle, ping: listenPing},
 	}, nil
+}
+
+// Close closes the connection that the Locker's Waits listen on, if it is open;
+// Waits in progress return nil (their keys may be free: call TryLock). The Locker
+// stays usable: a later Wait opens a connection again. Close is optional: the
+// connection closes by itself 5s after the last Wait returned. It does not close
+// the pool, and returns nil.
+func (l *PostgresLocker) Close() error {
+	l.ln.close()
+	return nil
 }
 
 // pgDialect holds the statements for one table.

@@ -93,7 +93,8 @@ func TestPostgresRestartKeepsLease(t *testing.T) {
 
 // TestPostgresWaitSharesListener: concurrent Waits of one Locker share one
 // listening connection; a release wakes only the waiters of its key; the
-// connection is closed when the last Wait returns.
+// connection stays open after the last Wait returned, for the next one, until it
+// has been idle for a while or Close closes it.
 func TestPostgresWaitSharesListener(t *testing.T) {
 	a, w := newPG(t, &Options{Table: "waiters"}), newPG(t, &Options{Table: "waiters"})
 	const n = 4
@@ -152,8 +153,106 @@ func TestPostgresWaitSharesListener(t *testing.T) {
 	w.ln.mu.Lock()
 	cur := w.ln.cur
 	w.ln.mu.Unlock()
+	if cur == nil {
+		t.Fatal("the listening connection closed when the last Wait returned; it must stay for the next")
+	}
+	// The next Wait joins it.
+	la, err := a.TryLock(opCtx(t), keys[0], time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	woke0 := make(chan error, 1)
+	go func() { woke0 <- w.Wait(t.Context(), keys[0]) }()
+	if !poll(t, 10*time.Second, func() bool {
+		w.ln.mu.Lock()
+		defer w.ln.mu.Unlock()
+		return w.ln.cur != nil && len(w.ln.cur.waiters) == 1
+	}) {
+		t.Fatal("the next Wait did not join the listening connection")
+	}
+	w.ln.mu.Lock()
+	same := w.ln.cur == cur
+	w.ln.mu.Unlock()
+	if !same {
+		t.Fatal("the next Wait opened another listening connection")
+	}
+	if err := a.Unlock(opCtx(t), la); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-woke0; err != nil {
+		t.Fatalf("Wait after Unlock: %v", err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w.ln.mu.Lock()
+	now := w.ln.cur
+	w.ln.mu.Unlock()
+	if now != nil {
+		t.Fatal("the listener names a connection after Close")
+	}
+	select {
+	case <-cur.done:
+	default:
+		t.Fatal("the listening connection's goroutine is still running after Close")
+	}
+}
+
+// TestPostgresListenerIdleClose: a listening connection closes once it has been
+// idle for the listener's idle time, and its goroutine returns; Close wakes a Wait
+// in progress.
+func TestPostgresListenerIdleClose(t *testing.T) {
+	a, w := newPG(t, &Options{Table: "waiters"}), newPG(t, &Options{Table: "waiters"})
+	w.ln.idle = 100 * time.Millisecond // before any Wait
+	key := "idle-" + distlock.NewToken()
+	la, err := a.TryLock(opCtx(t), key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Unlock(opCtx(t), la)
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	err = w.Wait(ctx, key)
+	cancel()
+	if !errors.Is(err, distlock.ErrLocked) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait on a held key until its deadline: %v", err)
+	}
+	w.ln.mu.Lock()
+	lc := w.ln.cur
+	w.ln.mu.Unlock()
+	if lc == nil {
+		t.Fatal("no listening connection right after the Wait")
+	}
+	select {
+	case <-lc.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the idle listening connection was not closed 10s after its idle time")
+	}
+	w.ln.mu.Lock()
+	cur := w.ln.cur
+	w.ln.mu.Unlock()
 	if cur != nil {
-		t.Fatal("the listening connection is still open after every Wait returned")
+		t.Fatal("the listener still names a connection after closing it")
+	}
+
+	woke := make(chan error, 1)
+	go func() { woke <- w.Wait(t.Context(), key) }()
+	if !poll(t, 10*time.Second, func() bool {
+		w.ln.mu.Lock()
+		defer w.ln.mu.Unlock()
+		return w.ln.cur != nil && len(w.ln.cur.waiters) == 1 && listening(w.ln.cur)
+	}) {
+		t.Fatal("Wait did not start listening")
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-woke:
+		if err != nil {
+			t.Fatalf("Wait when its Locker was closed: %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not return 10s after Close")
 	}
 }
 
@@ -219,4 +318,81 @@ func TestPostgresWaitFaults(t *testing.T) {
 			t.Fatalf("Wait that cannot connect: %v, want a prompt transport error", err)
 		}
 	})
+}
+
+// TestPostgresListenerSilent: a listening connection that goes silent (a blackhole
+// does not break it) fails the listener's periodic check; the Wait in progress,
+// whose notification was lost, returns long before the holder's ttl, and the next
+// Wait listens on a new connection.
+func TestPostgresListenerSilent(t *testing.T) {
+	a, w := newPG(t, &Options{Table: "waiters"}), newPG(t, &Options{Table: "waiters"})
+	w.ln.ping = 100 * time.Millisecond // before any Wait
+	p := clientOf(t, w).proxy
+	key := "silent-" + distlock.NewToken()
+	la, err := a.TryLock(opCtx(t), key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	woke := make(chan error, 1)
+	go func() { woke <- w.Wait(t.Context(), key) }()
+	if !poll(t, 10*time.Second, func() bool {
+		w.ln.mu.Lock()
+		defer w.ln.mu.Unlock()
+		return w.ln.cur != nil && len(w.ln.cur.waiters) == 1 && listening(w.ln.cur)
+	}) {
+		t.Fatal("Wait did not start listening")
+	}
+	// Let Wait read the row (through the proxy) before the blackhole.
+	hold := time.NewTimer(300 * time.Millisecond)
+	select {
+	case err := <-woke:
+		t.Fatalf("Wait returned %v while the key was held", err)
+	case <-hold.C:
+	}
+	w.ln.mu.Lock()
+	first := w.ln.cur
+	w.ln.mu.Unlock()
+	p.Blackhole()
+	start := time.Now()
+	if err := a.Unlock(opCtx(t), la); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-woke:
+		if err != nil {
+			t.Fatalf("Wait whose connection went silent: %v, want nil", err)
+		}
+		t.Logf("Wait returned %v after the blackhole", time.Since(start))
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not return 10s after its connection went silent")
+	}
+	p.Heal()
+	select {
+	case <-first.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the silent connection's goroutine did not return")
+	}
+	if la, err = a.TryLock(opCtx(t), key, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	woke = make(chan error, 1)
+	go func() { woke <- w.Wait(t.Context(), key) }()
+	if !poll(t, 10*time.Second, func() bool {
+		w.ln.mu.Lock()
+		defer w.ln.mu.Unlock()
+		return w.ln.cur != nil && w.ln.cur != first && len(w.ln.cur.waiters) == 1 && listening(w.ln.cur)
+	}) {
+		t.Fatal("the next Wait did not listen on a new connection")
+	}
+	if err := a.Unlock(opCtx(t), la); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-woke:
+		if err != nil {
+			t.Fatalf("Wait on the new connection: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait on the new connection did not return 10s after Unlock")
+	}
 }
