@@ -39,8 +39,9 @@
 // TryLock: two (LeaseGrant, Txn); one (Txn) when it uses the lease that the
 // Locker's previous TryLock, which found a key held, kept (see TryLock).
 // Renew: two (Range, LeaseKeepAlive); four when the ttl changes. Unlock: two (Txn,
-// LeaseRevoke). Wait: a watch, and a Range unless nothing changed in the store since
-// a TryLock of the same Locker saw the key held. Inspect: two (Range,
+// LeaseRevoke). Wait: a watch, which the Waits of a Locker on one key share and
+// which stays for 2s after the last of them, and a Range unless a TryLock of the same
+// Locker saw the key held since the watch started. Inspect: two (Range,
 // LeaseTimeToLive).
 //
 // # Errors and cleanup
@@ -104,10 +105,13 @@ type Locker struct {
 	cleanup time.Duration
 	err     error // an invalid argument of New, returned by every call
 
+	watchIdle time.Duration // watchIdle; tests shorten it
+
 	mu       sync.Mutex
 	lost     map[lostKey]chan struct{}
-	sighting map[string]sighting // what failed TryLocks saw, for Wait
-	spare    spare               // a failed TryLock's lease, for the next TryLock
+	sighting map[string]sighting  // what failed TryLocks saw, for Wait
+	watches  map[string]*keyWatch // by key: the watches that Waits share
+	spare    spare                // a failed TryLock's lease, for the next TryLock
 }
 
 // A spare is the lease of a TryLock that found the key held. It holds no key, so
@@ -168,9 +172,9 @@ func (l *Locker) putSpare(sp spare) {
 }
 
 // A sighting is what a TryLock that found key held saw: the revision of its reply,
-// at which the key existed, and the holder's lease. When Wait's watch starts at that
-// same revision, nothing in the store changed since, so the key is still held and
-// Wait needs no request to check it.
+// at which the key existed, and the holder's lease. A Wait whose watch of the key
+// started at or before that revision needs no request to check that the key is
+// held: the watch saw every deletion since.
 type sighting struct {
 	rev   int64     // the revision of the reply that showed the key held
 	lease int64     // the holder's etcd lease ID (0: none)
@@ -180,8 +184,8 @@ type sighting struct {
 
 // Bounds of the sightings a Locker keeps.
 const (
-	// sightingMaxAge is how long a sighting serves Wait: it only serves when no
-	// key changed since, and its time bounds the wait for the holder's ttl.
+	// sightingMaxAge is how long a sighting serves Wait: its time bounds the wait
+	// for the holder's ttl, which an old sighting would make needlessly short.
 	sightingMaxAge = 2 * time.Second
 	// maxSightings bounds the map: beyond it, old sightings are dropped.
 	maxSightings = 1024
@@ -230,7 +234,8 @@ func New(client *clientv3.Client, opts *Options) *Locker {
 		o = *opts
 	}
 	l := &Locker{client: client, prefix: o.Prefix, owner: o.Owner, cleanup: o.CleanupTimeout,
-		lost: make(map[lostKey]chan struct{}), sighting: make(map[string]sighting)}
+		lost: make(map[lostKey]chan struct{}), sighting: make(map[string]sighting), watches: make(map[string]*keyWatch),
+		watchIdle: watchIdle}
 	if l.prefix == "" {
 		l.prefix = DefaultPrefix
 	}
@@ -571,123 +576,6 @@ func (l *Locker) revoke(ctx context.Context, id clientv3.LeaseID) {
 	case <-done:
 	case <-ctx.Done():
 	}
-}
-
-// Wait returns nil when key may be free: at once when it is not locked, else when the
-// key is deleted (Unlock, or its lease expired), or once the holder's ttl (from
-// when it was seen) plus a second has passed, whichever comes first. It starts a
-// watch of the key and then checks that the key is held, so that a deletion between
-// the two is not missed; the check needs no request when a TryLock of this Locker
-// saw the key held at the revision at which the watch started (nothing changed
-// since). When ctx ends first it returns errors.Join(ErrLocked, ctx.Err()).
-func (l *Locker) Wait(ctx context.Context, key string) error {
-	if l.err != nil {
-		return l.err
-	}
-	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
-		return err
-	}
-	gaveUp := func() error {
-		return errors.Join(fmt.Errorf("etcdlock: wait for key %q: %w", key, distlock.ErrLocked), ctx.Err())
-	}
-	if ctx.Err() != nil {
-		return gaveUp()
-	}
-	k := l.EtcdKey(key)
-	// Watch first, from the store's current revision, then check: a deletion after
-	// the check is an event of the watch. (A watch from an earlier revision would
-	// replay the history, but etcd serves such an "unsynced" watch from a loop that
-	// runs every 100ms, which would delay the wake-up by up to that much.)
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	wch := l.client.Watch(clientv3.WithRequireLeader(wctx), k, clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
-	var created int64 // the revision at which the watch started
-	for created == 0 {
-		select {
-		case resp, ok := <-wch:
-			if err := watchFailed(resp, ok); err != nil {
-				if ctx.Err() != nil {
-					return gaveUp()
-				}
-				return fmt.Errorf("etcdlock: Wait(%q): %w", key, err)
-			}
-			if resp.Created {
-				created = resp.Header.Revision
-			}
-		case <-ctx.Done():
-			return gaveUp()
-		}
-	}
-	// When a TryLock of this Locker saw the key held at the revision at which the
-	// watch started, nothing changed since (no key of the store did): no request
-	// is needed. Otherwise read the key.
-	var (
-		seen time.Time // when the holder was seen
-		secs int64     // the holder's ttl in whole seconds; 0: no lease
-	)
-	if s, ok := l.sightingOf(key); ok && s.rev == created {
-		seen, secs = s.at, s.secs
-		if s.lease == 0 {
-			secs = 0
-		}
-	} else {
-		seen = time.Now()
-		get, err := l.client.Get(ctx, k)
-		if err != nil {
-			if ctx.Err() != nil {
-				return gaveUp()
-			}
-			return fmt.Errorf("etcdlock: Wait(%q): %w", key, err)
-		}
-		if len(get.Kvs) == 0 {
-			return nil
-		}
-		if kv := get.Kvs[0]; kv.Lease != 0 {
-			secs, _ = parseValue(kv.Value)
-			secs = max(secs, 1)
-		}
-	}
-	// The holder's lease ends within its ttl, unless the server raised the TTL to
-	// its minimum or the holder renewed it: then Wait returns early, and the
-	// caller's next TryLock tells. etcd deletes the key of an expired lease, which
-	// the watch sees too; the timer only bounds a wait whose watch misses that.
-	var timeout <-chan time.Time
-	if secs > 0 {
-		timer := time.NewTimer(time.Duration(secs+1)*time.Second - time.Since(seen))
-		defer timer.Stop()
-		timeout = timer.C
-	}
-	for {
-		select {
-		case resp, ok := <-wch:
-			if err := watchFailed(resp, ok); err != nil {
-				if ctx.Err() != nil {
-					return gaveUp()
-				}
-				return fmt.Errorf("etcdlock: Wait(%q): %w", key, err)
-			}
-			for _, ev := range resp.Events {
-				if ev.Type == clientv3.EventTypeDelete {
-					return nil
-				}
-			}
-		case <-timeout:
-			return nil
-		case <-ctx.Done():
-			return gaveUp()
-		}
-	}
-}
-
-// watchFailed returns the error of a watch response, or of a closed watch channel.
-func watchFailed(resp clientv3.WatchResponse, ok bool) error {
-	if !ok {
-		return errors.New("the watch closed (client closed?)")
-	}
-	if err := resp.Err(); err != nil {
-		return fmt.Errorf("watch: %w", err)
-	}
-	return nil
 }
 
 // Inspect reports key's holder: its Fence, its owner label, and an Expires of now

@@ -644,3 +644,98 @@ func TestSpareLease(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestWaitsShareWatch: concurrent Waits of one Locker on one key share one watch,
+// all wake when the key is deleted, and the watch ends once it has had no Wait for
+// its idle time.
+func TestWaitsShareWatch(t *testing.T) {
+	a := etcdlock.New(newClient(t, []string{etcdSrv.Addr()}, nil), nil)
+	b := etcdlock.New(newClient(t, []string{etcdSrv.Addr()}, nil), nil)
+	b.SetWatchIdle(100 * time.Millisecond)
+	key := "share-" + distlock.NewToken()
+	la, err := a.TryLock(ctxFor(t, 5*time.Second), key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const waits = 5
+	woke := make(chan error, waits)
+	for range waits {
+		go func() { woke <- b.Wait(ctxFor(t, 10*time.Second), key) }()
+	}
+	if !poll(t, 5*time.Second, func() bool { _, refs := b.Watches(key); return refs == waits }) {
+		t.Fatal("the Waits did not all join one watch")
+	}
+	if keys, _ := b.Watches(key); keys != 1 {
+		t.Fatalf("%d Waits on one key hold %d watches, want 1", waits, keys)
+	}
+	if err := a.Unlock(ctxFor(t, 5*time.Second), la); err != nil {
+		t.Fatal(err)
+	}
+	for range waits {
+		if err := <-woke; err != nil {
+			t.Fatalf("Wait: %v", err)
+		}
+	}
+	if !poll(t, 5*time.Second, func() bool { keys, _ := b.Watches(key); return keys == 0 }) {
+		t.Fatal("the idle watch did not end")
+	}
+}
+
+// TestWaitLoopRoundTrips: in a loop of TryLock and Wait on a held key, after the
+// first round each TryLock is one request (a Txn on the kept lease) and each Wait
+// none (the shared watch, and the TryLock as its check).
+func TestWaitLoopRoundTrips(t *testing.T) {
+	var c rttCounter
+	l := etcdlock.New(newClient(t, []string{etcdSrv.Addr()}, &c), nil)
+	other := etcdlock.New(newClient(t, []string{etcdSrv.Addr()}, nil), nil)
+	key := "loop-" + distlock.NewToken()
+	const ttl = 30 * time.Second
+	lo, err := other.TryLock(ctxFor(t, 5*time.Second), key, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tryLocked := func() {
+		t.Helper()
+		if _, err := l.TryLock(ctxFor(t, 5*time.Second), key, ttl); !errors.Is(err, distlock.ErrLocked) {
+			t.Fatalf("TryLock of a held key: %v", err)
+		}
+	}
+	tryLocked() // Grant, Txn
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	err = l.Wait(ctx, key) // Watch, Range: the watch started after the sighting
+	cancel()
+	if !errors.Is(err, distlock.ErrLocked) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait on a held key until its deadline: %v", err)
+	}
+	before := c.Load()
+	tryLocked()
+	if got := c.Load() - before; got != 1 {
+		t.Fatalf("TryLock in the loop took %d round trips, want 1", got)
+	}
+	before = c.Load()
+	woke := make(chan error, 1)
+	go func() { woke <- l.Wait(ctxFor(t, 10*time.Second), key) }()
+	hold := time.NewTimer(100 * time.Millisecond)
+	defer hold.Stop()
+	select {
+	case err := <-woke:
+		t.Fatalf("Wait returned %v while the key was held", err)
+	case <-hold.C:
+	}
+	if err := other.Unlock(ctxFor(t, 5*time.Second), lo); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-woke; err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if got := c.Load() - before; got != 0 {
+		t.Fatalf("Wait in the loop took %d round trips, want 0", got)
+	}
+	lease, err := l.TryLock(ctxFor(t, 5*time.Second), key, ttl)
+	if err != nil {
+		t.Fatalf("TryLock after the release: %v", err)
+	}
+	if err := l.Unlock(ctxFor(t, 5*time.Second), lease); err != nil {
+		t.Fatal(err)
+	}
+}

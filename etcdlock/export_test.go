@@ -1,0 +1,18 @@
+package etcdlock
+
+import "time"
+
+// Watches returns the number of keys the Locker watches for its Waits, and how many
+// Waits use the watch of key.
+func (l *Locker) Watches(key string) (keys, refs int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if kw := l.watches[key]; kw != nil {
+		refs = kw.refs
+	}
+	return len(l.watches), refs
+}
+
+// SetWatchIdle sets how long a key's watch stays after its last Wait. Call it before
+// the first Wait.
+func (l *Locker) SetWatchIdle(d time.Duration) { l.watchIdle = d }

@@ -1,0 +1,216 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/distlock/distlock"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// watchIdle is how long a key's watch stays after its last Wait returned, so that
+// the Waits of a wait loop (TryLock, Wait, TryLock, Wait, ...) find the key
+// watched, and a TryLock that found the key held since the watch started serves as
+// the next Wait's check.
+const watchIdle = 2 * time.Second
+
+// A keyWatch is the watch of one key that the Waits of a Locker share. Its
+// goroutine records the key's deletions; l.mu guards its fields.
+type keyWatch struct {
+	cancel  context.CancelFunc
+	ready   chan struct{} // closed once the watch started (created is set) or failed (err)
+	created int64         // the revision at which the watch started: it sees every later event
+	lastDel int64         // the revision of the last deletion of the key it saw
+	changed chan struct{} // closed, and replaced, at each deletion, and when the watch ends
+	err     error         // why the watch ended; set before changed is closed
+	refs    int           // Waits that use it
+	idle    *time.Timer   // closes it when it has had no Wait for watchIdle
+	done    chan struct{} // closed when its goroutine has returned
+}
+
+// watch returns the watch of key (the etcd key k), starting it if needed, and
+// counts one more Wait that uses it; the Wait must call unwatch.
+func (l *Locker) watch(key, k string) *keyWatch {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	kw := l.watches[key]
+	if kw == nil {
+		// The watch outlives the Wait that starts it: it gets a context of its own,
+		// ended by its idle timer, or when the client is closed.
+		ctx, cancel := context.WithCancel(l.client.Ctx())
+		kw = &keyWatch{cancel: cancel, ready: make(chan struct{}), changed: make(chan struct{}), done: make(chan struct{})}
+		l.watches[key] = kw
+		// From the store's current revision: etcd serves a watch from an earlier
+		// one ("unsynced") from a loop that runs every 100ms, which would delay
+		// wake-ups by up to that much.
+		wch := l.client.Watch(clientv3.WithRequireLeader(ctx), k, clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
+		go l.runWatch(key, kw, wch)
+	}
+	if kw.idle != nil {
+		kw.idle.Stop() // if it fired, closeWatch finds a Wait and leaves kw alone
+		kw.idle = nil
+	}
+	kw.refs++
+	return kw
+}
+
+// unwatch counts one Wait less on kw; the last one leaves it for watchIdle.
+func (l *Locker) unwatch(key string, kw *keyWatch) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	kw.refs--
+	if kw.refs == 0 && l.watches[key] == kw {
+		kw.idle = time.AfterFunc(l.watchIdle, func() { l.closeWatch(key, kw) })
+	}
+}
+
+// closeWatch ends kw if it is still key's watch and no Wait uses it.
+func (l *Locker) closeWatch(key string, kw *keyWatch) {
+	l.mu.Lock()
+	if l.watches[key] != kw || kw.refs > 0 {
+		l.mu.Unlock()
+		return
+	}
+	delete(l.watches, key)
+	l.mu.Unlock()
+	kw.cancel()
+}
+
+// runWatch records the events of wch in kw until the watch ends; then it wakes
+// kw's Waits and forgets kw, so that the next Wait starts a new watch.
+func (l *Locker) runWatch(key string, kw *keyWatch, wch clientv3.WatchChan) {
+	defer close(kw.done)
+	err := errors.New("the watch closed (client closed?)")
+	for resp := range wch {
+		if werr := resp.Err(); werr != nil {
+			err = fmt.Errorf("watch: %w", werr)
+			break
+		}
+		l.mu.Lock()
+		if resp.Created && kw.created == 0 {
+			kw.created = resp.Header.Revision
+			close(kw.ready)
+		}
+		for _, ev := range resp.Events {
+			if ev.Type == clientv3.EventTypeDelete {
+				kw.lastDel = ev.Kv.ModRevision
+				close(kw.changed)
+				kw.changed = make(chan struct{})
+			}
+		}
+		l.mu.Unlock()
+	}
+	kw.cancel()
+	l.mu.Lock()
+	kw.err = err
+	if kw.created == 0 {
+		close(kw.ready)
+	}
+	close(kw.changed)
+	if l.watches[key] == kw {
+		delete(l.watches, key)
+	}
+	l.mu.Unlock()
+}
+
+// Wait returns nil when key may be free: at once when it is not locked, else when the
+// key is deleted (Unlock, or its lease expired), or once the holder's ttl (from
+// when it was seen) plus a second has passed, whichever comes first. When ctx ends
+// first it returns errors.Join(ErrLocked, ctx.Err()).
+//
+// It watches the key and then checks that the key is held, so that a deletion
+// between the two is not missed. The Waits of one Locker on one key share one
+// watch, which stays for 2s after the last of them returned. The check needs no
+// request when a TryLock of this Locker found the key held at a revision the watch
+// covers (the usual case in distlock.Lock's loop of TryLock and Wait); otherwise
+// it reads the key.
+func (l *Locker) Wait(ctx context.Context, key string) error {
+	if l.err != nil {
+		return l.err
+	}
+	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+		return err
+	}
+	gaveUp := func() error {
+		return errors.Join(fmt.Errorf("etcdlock: wait for key %q: %w", key, distlock.ErrLocked), ctx.Err())
+	}
+	if ctx.Err() != nil {
+		return gaveUp()
+	}
+	k := l.EtcdKey(key)
+	kw := l.watch(key, k)
+	defer l.unwatch(key, kw)
+	select {
+	case <-kw.ready:
+	case <-ctx.Done():
+		return gaveUp()
+	}
+	failed := func(err error) error {
+		if ctx.Err() != nil {
+			return gaveUp()
+		}
+		return fmt.Errorf("etcdlock: Wait(%q): %w", key, err)
+	}
+	l.mu.Lock()
+	created, lastDel, changed, werr := kw.created, kw.lastDel, kw.changed, kw.err
+	l.mu.Unlock()
+	if werr != nil {
+		return failed(werr)
+	}
+
+	var (
+		seen time.Time // when the holder was seen
+		secs int64     // the holder's ttl in whole seconds; 0: no lease
+	)
+	if s, ok := l.sightingOf(key); ok && s.rev >= created {
+		// The watch saw every deletion after the sighting.
+		if lastDel > s.rev {
+			return nil
+		}
+		seen, secs = s.at, s.secs
+		if s.lease == 0 {
+			secs = 0
+		}
+	} else {
+		// A deletion after the snapshot above closes changed; the read is after it.
+		seen = time.Now()
+		get, err := l.client.Get(ctx, k)
+		if err != nil {
+			return failed(err)
+		}
+		if len(get.Kvs) == 0 {
+			return nil
+		}
+		if kv := get.Kvs[0]; kv.Lease != 0 {
+			secs, _ = parseValue(kv.Value)
+			secs = max(secs, 1)
+		}
+	}
+	// The holder's lease ends within its ttl, unless the server raised the TTL to
+	// its minimum or the holder renewed it: then Wait returns early, and the
+	// caller's next TryLock tells. etcd deletes the key of an expired lease, which
+	// the watch sees too; the timer only bounds a wait whose watch misses that.
+	var timeout <-chan time.Time
+	if secs > 0 {
+		timer := time.NewTimer(time.Duration(secs+1)*time.Second - time.Since(seen))
+		defer timer.Stop()
+		timeout = timer.C
+	}
+	select {
+	case <-changed:
+		l.mu.Lock()
+		werr := kw.err
+		deleted := kw.lastDel > lastDel
+		l.mu.Unlock()
+		if werr != nil && !deleted {
+			return failed(werr)
+		}
+		return nil
+	case <-timeout:
+		return nil
+	case <-ctx.Done():
+		return gaveUp()
+	}
+}
