@@ -655,7 +655,7 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	res := fanout(ctx, l, nil, l.NodeTimeout(ttl), func(ctx context.Context, i int) (bool, error) {
 		v, err := renewScript.Run(ctx, l.nodes[i].c, []string{n.lock}, lease.Token, ms).Int64()
 		return v == 1, err
-	}, nil, l.decidedBool, false)
+	}, nil, l.decidedBool, true)
 	var extended []int
 	notHeld := 0
 	for i, r := range res {
@@ -714,7 +714,7 @@ func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
 	n := l.names(lease.Key)
 	res := fanout(ctx, l, nil, l.opts.NodeTimeout, func(ctx context.Context, i int) (bool, error) {
 		return l.releaseOn(ctx, i, n, lease.Token)
-	}, nil, l.decidedBool, false)
+	}, nil, l.decidedBool, true)
 	released, notHeld := 0, 0
 	for _, r := range res {
 		switch {
