@@ -2,7 +2,10 @@ package redislock
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // call runs f and returns its result, or returns ctx.Err() as soon as ctx is done,
@@ -11,11 +14,12 @@ import (
 // go-redis does not interrupt a command that is waiting for its reply when the
 // context is cancelled (and, unless the client sets ContextTimeoutEnabled, it ignores
 // the context's deadline too: it waits for ReadTimeout). So when ctx can be cancelled,
-// f runs on its own goroutine and call waits for it or for ctx. If ctx wins, f keeps
-// running until the client's own timeouts end it, and its late result is handed to
-// abandon (when non-nil) on that goroutine; abandon must be bounded too. When ctx can
-// never be done (context.Background), f runs on the caller's goroutine.
-func call[T any](ctx context.Context, f func() (T, error), abandon func(T, error)) (T, error) {
+// f runs on another goroutine, one of the Locker's workers (see workerPool), and call
+// waits for it or for ctx. If ctx wins, f keeps running until the client's own
+// timeouts end it, and its late result is handed to abandon (when non-nil) on that
+// goroutine; abandon must be bounded too. When ctx can never be done
+// (context.Background), f runs on the caller's goroutine.
+func call[T any](ctx context.Context, p *workerPool, f func() (T, error), abandon func(T, error)) (T, error) {
 	if ctx.Done() == nil {
 		return f()
 	}
@@ -34,7 +38,7 @@ func call[T any](ctx context.Context, f func() (T, error), abandon func(T, error
 	)
 	var state atomic.Int32
 	ch := make(chan result, 1)
-	go func() {
+	p.run(func() {
 		v, err := f()
 		if state.CompareAndSwap(pending, delivered) {
 			ch <- result{v, err}
@@ -43,7 +47,7 @@ func call[T any](ctx context.Context, f func() (T, error), abandon func(T, error
 		if abandon != nil {
 			abandon(v, err)
 		}
-	}()
+	})
 	select {
 	case r := <-ch:
 		return r.v, r.err
@@ -55,5 +59,70 @@ func call[T any](ctx context.Context, f func() (T, error), abandon func(T, error
 		// f finished just now: its result is on its way and is better than none.
 		r := <-ch
 		return r.v, r.err
+	}
+}
+
+// workerIdle is how long a worker waits for its next job before it ends.
+const workerIdle = 100 * time.Millisecond
+
+// A workerPool runs jobs on goroutines that it keeps for reuse while jobs keep
+// coming. A new goroutine per command costs more than the command's own CPU in the
+// client: it starts with a small stack, which a go-redis command grows (copying it)
+// several times; a worker keeps its grown stack. Idle workers end after workerIdle,
+// so an idle Locker keeps no goroutine. The zero value is ready to use.
+type workerPool struct {
+	mu   sync.Mutex
+	idle []*worker // LIFO: the busiest workers stay warm, the others time out
+}
+
+// A worker is one goroutine of a workerPool.
+type worker struct {
+	jobs chan func() // capacity 1: the next job, sent by whoever took it off idle
+}
+
+// run runs job on an idle worker, or on a new one.
+func (p *workerPool) run(job func()) {
+	p.mu.Lock()
+	if n := len(p.idle); n > 0 {
+		w := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		w.jobs <- job
+		return
+	}
+	p.mu.Unlock()
+	w := &worker{jobs: make(chan func(), 1)}
+	go w.loop(p, job)
+}
+
+// loop runs job, then waits on the idle list for the next one, until it has waited
+// workerIdle.
+func (w *worker) loop(p *workerPool, job func()) {
+	var t *time.Timer
+	for {
+		job()
+		p.mu.Lock()
+		p.idle = append(p.idle, w)
+		p.mu.Unlock()
+		if t == nil {
+			t = time.NewTimer(workerIdle)
+		} else {
+			t.Reset(workerIdle)
+		}
+		select {
+		case job = <-w.jobs:
+			continue
+		case <-t.C:
+		}
+		p.mu.Lock()
+		if i := slices.Index(p.idle, w); i >= 0 {
+			p.idle = slices.Delete(p.idle, i, i+1)
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		// Someone took w off the idle list just now: its job is on the way.
+		job = <-w.jobs
 	}
 }

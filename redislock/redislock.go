@@ -87,10 +87,11 @@ func (o *Options) withDefaults() (Options, error) {
 // used it for 5s, or when the client is closed (see Close); closing the client is
 // the caller's business.
 type Locker struct {
-	client redis.UniversalClient
-	opts   Options
-	err    error // non-nil when New got a nil client or bad options
-	hub    hub   // Wait's pub/sub connection
+	client  redis.UniversalClient
+	opts    Options
+	err     error      // non-nil when New got a nil client or bad options
+	hub     hub        // Wait's pub/sub connection
+	workers workerPool // run the commands of calls whose context can be cancelled
 }
 
 var (
@@ -294,7 +295,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 	if l.hub.live.Load() {
 		tok, watched = l.hub.peek(n.channel)
 	}
-	r, err := call(ctx,
+	r, err := call(ctx, &l.workers,
 		func() (acquired, error) { return l.acquire(ctx, n, token, ms) },
 		func(r acquired, err error) {
 			// The caller has gone: whatever this attempt took, give it back.
@@ -327,7 +328,7 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	}
 	n := l.names(lease.Key)
 	ms := millis(ttl)
-	fence, err := call(ctx, func() (int64, error) {
+	fence, err := call(ctx, &l.workers, func() (int64, error) {
 		return renewScript.Run(ctx, l.client, []string{n.lock}, lease.Token, ms).Int64()
 	}, nil)
 	if err != nil {
@@ -355,7 +356,7 @@ func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
 		return err
 	}
 	n := l.names(lease.Key)
-	ok, err := call(ctx, func() (bool, error) { return l.release(ctx, n, lease.Token) }, nil)
+	ok, err := call(ctx, &l.workers, func() (bool, error) { return l.release(ctx, n, lease.Token) }, nil)
 	if err != nil {
 		return fmt.Errorf("redislock: Unlock of key %s (fence %d): %w", showKey(lease.Key), lease.Fence, err)
 	}
@@ -375,7 +376,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, erro
 	}
 	n := l.names(key)
 	start := time.Now()
-	v, err := call(ctx, func() ([]any, error) {
+	v, err := call(ctx, &l.workers, func() ([]any, error) {
 		return inspectScript.Run(ctx, l.client, []string{n.lock}).Slice()
 	}, nil)
 	if errors.Is(err, redis.Nil) {

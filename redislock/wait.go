@@ -63,7 +63,7 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 	case released:
 		return nil
 	case !seen:
-		pttl, err := call(ctx, func() (time.Duration, error) {
+		pttl, err := call(ctx, &l.workers, func() (time.Duration, error) {
 			return l.client.PTTL(ctx, n.lock).Result()
 		}, nil)
 		if err != nil {
