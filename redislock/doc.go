@@ -12,9 +12,10 @@
 //
 // A lease is one Redis string key with a time to live, kept by the server's clock:
 //
-//   - TryLock runs one Lua script that, if the lock key is absent, increments the
-//     key's fence counter (INCR) and sets the lock key (SET ... PX ttl) to
-//     "<token>|<fence>|<owner>". It is one round trip and atomic on the server.
+//   - TryLock runs one Lua script that sets the lock key to "<token>|<owner>" if it
+//     is absent (SET ... NX PX ttl) and then increments the key's fence counter
+//     (INCR), whose new value is the fence. It is one round trip and atomic on the
+//     server. While the lock exists, its fence counter holds its fence.
 //   - Renew runs a script that checks that the lock key still holds the lease's
 //     token and then sets its time to live again (PEXPIRE).
 //   - Unlock runs a script that checks the token, deletes the lock key and

@@ -223,7 +223,7 @@ type acquired struct {
 }
 
 func (l *Locker) acquire(ctx context.Context, n names, token string, ms int64) (acquired, error) {
-	v, err := acquireScript.Run(ctx, l.client, []string{n.lock, n.fence}, token, ms, l.opts.Owner).Result()
+	v, err := acquireScript.Run(ctx, l.client, []string{n.lock, n.fence}, token+"|"+l.opts.Owner, ms, token+"|").Result()
 	if err != nil {
 		return acquired{}, err
 	}
@@ -244,7 +244,10 @@ func (l *Locker) acquire(ctx context.Context, n names, token string, ms int64) (
 
 // release runs the owner-checked unlock script; it reports whether it deleted the lock.
 func (l *Locker) release(ctx context.Context, n names, token string) (bool, error) {
-	v, err := unlockScript.Run(ctx, l.client, []string{n.lock}, token, n.channel).Int64()
+	if strings.Contains(token, "|") { // not one of ours: it owns nothing
+		return false, nil
+	}
+	v, err := unlockScript.Run(ctx, l.client, []string{n.lock}, token+"|", n.channel).Int64()
 	return v == 1, err
 }
 
@@ -328,16 +331,18 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	}
 	n := l.names(lease.Key)
 	ms := millis(ttl)
-	fence, err := call(ctx, &l.workers, func() (int64, error) {
-		return renewScript.Run(ctx, l.client, []string{n.lock}, lease.Token, ms).Int64()
+	renewed, err := call(ctx, &l.workers, func() (int64, error) {
+		if strings.Contains(lease.Token, "|") { // not one of ours: it owns nothing
+			return 0, nil
+		}
+		return renewScript.Run(ctx, l.client, []string{n.lock}, lease.Token+"|", ms).Int64()
 	}, nil)
 	if err != nil {
 		return distlock.Lease{}, fmt.Errorf("redislock: Renew of key %s (fence %d): %w", showKey(lease.Key), lease.Fence, err)
 	}
-	if fence <= 0 {
+	if renewed != 1 {
 		return distlock.Lease{}, fmt.Errorf("redislock: Renew of key %s (fence %d): %w", showKey(lease.Key), lease.Fence, distlock.ErrNotHeld)
 	}
-	lease.Fence = uint64(fence)
 	lease.Expires = start.Add(ttl)
 	return lease, nil
 }
@@ -377,7 +382,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, erro
 	n := l.names(key)
 	start := time.Now()
 	v, err := call(ctx, &l.workers, func() ([]any, error) {
-		return inspectScript.Run(ctx, l.client, []string{n.lock}).Slice()
+		return inspectScript.Run(ctx, l.client, []string{n.lock, n.fence}).Slice()
 	}, nil)
 	if errors.Is(err, redis.Nil) {
 		return distlock.Holder{}, fmt.Errorf("redislock: Inspect of key %s: key is free: %w", showKey(key), distlock.ErrNotHeld)

@@ -133,7 +133,7 @@ func TestKeyLayout(t *testing.T) {
 		if err != nil {
 			t.Fatalf("GET %q: %v", lock, err)
 		}
-		if want := lease.Token + "|" + strconv.FormatUint(lease.Fence, 10) + "|tester"; v != want {
+		if want := lease.Token + "|tester"; v != want {
 			t.Fatalf("lock value %q, want %q", v, want)
 		}
 		if f, err := raw.Get(ctx, fence).Uint64(); err != nil || f != lease.Fence {
@@ -514,5 +514,67 @@ func TestWaitContext(t *testing.T) {
 	defer stop.Stop()
 	if err := b.Wait(ctx2, key); !errors.Is(err, distlock.ErrLocked) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Wait cancelled: got %v", err)
+	}
+}
+
+// TestOldLayoutLocks: a lock written in the value layout of earlier versions
+// ("<token>|<fence>|<owner>", by a client not yet upgraded) still excludes, and its
+// holder (which knows its token) can still renew and release it; fences go on
+// from the fence key.
+func TestOldLayoutLocks(t *testing.T) {
+	ctx := ctxT(t)
+	l := newLocker(t, nil)
+	raw := newClient(t, redisSrv)
+	key := testKey(t)
+	lock, fence, _ := l.Names(key)
+	token := distlock.NewToken()
+	if err := raw.Set(ctx, fence, 41, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Set(ctx, lock, token+"|41|old-worker", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.TryLock(ctx, key, time.Minute); !errors.Is(err, distlock.ErrLocked) {
+		t.Fatalf("TryLock of a lock in the old layout: %v, want ErrLocked", err)
+	}
+	if h, err := l.Inspect(ctx, key); err != nil || h.Fence != 41 {
+		t.Fatalf("Inspect of a lock in the old layout: %+v, %v; want fence 41", h, err)
+	}
+	old := distlock.Lease{Key: key, Token: token, Fence: 41, Expires: time.Now().Add(time.Minute)}
+	if _, err := l.Renew(ctx, old, time.Minute); err != nil {
+		t.Fatalf("Renew of a lock in the old layout by its holder: %v", err)
+	}
+	if err := l.Unlock(ctx, old); err != nil {
+		t.Fatalf("Unlock of a lock in the old layout by its holder: %v", err)
+	}
+	lease, err := l.TryLock(ctx, key, time.Minute)
+	if err != nil || lease.Fence != 42 {
+		t.Fatalf("TryLock after the old lock: fence %d, %v; want 42", lease.Fence, err)
+	}
+	if err := l.Unlock(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTokenWithSeparator: a Lease whose Token contains the value's separator '|' is
+// none of ours and owns nothing, even when it starts with the holder's token.
+func TestTokenWithSeparator(t *testing.T) {
+	ctx := ctxT(t)
+	l := newLocker(t, &redislock.Options{Owner: "x|y"})
+	key := testKey(t)
+	lease, err := l.TryLock(ctx, key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := lease
+	forged.Token = lease.Token + "|x"
+	if _, err := l.Renew(ctx, forged, time.Minute); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("Renew with the token plus \"|x\": %v, want ErrNotHeld", err)
+	}
+	if err := l.Unlock(ctx, forged); !errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("Unlock with the token plus \"|x\": %v, want ErrNotHeld", err)
+	}
+	if err := l.Unlock(ctx, lease); err != nil {
+		t.Fatal(err)
 	}
 }
