@@ -16,3 +16,11 @@ func (l *Locker) Watches(key string) (keys, refs int) {
 // SetWatchIdle sets how long a key's watch stays after its last Wait. Call it before
 // the first Wait.
 func (l *Locker) SetWatchIdle(d time.Duration) { l.watchIdle = d }
+
+// WatchStarted reports whether the Locker's watch of key has started.
+func (l *Locker) WatchStarted(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	kw := l.watches[key]
+	return kw != nil && kw.created != 0
+}

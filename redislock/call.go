@@ -102,6 +102,7 @@ func (w *worker) loop(p *workerPool, job func()) {
 	var t *time.Timer
 	for {
 		job()
+		job = nil // let its closure go while idle
 		p.mu.Lock()
 		p.idle = append(p.idle, w)
 		p.mu.Unlock()

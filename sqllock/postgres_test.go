@@ -210,17 +210,22 @@ func TestPostgresListenerIdleClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Unlock(opCtx(t), la)
-	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
-	err = w.Wait(ctx, key)
-	cancel()
-	if !errors.Is(err, distlock.ErrLocked) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Wait on a held key until its deadline: %v", err)
+	ctx, cancel := context.WithCancel(t.Context())
+	first := make(chan error, 1)
+	go func() { first <- w.Wait(ctx, key) }()
+	if !poll(t, 10*time.Second, func() bool {
+		w.ln.mu.Lock()
+		defer w.ln.mu.Unlock()
+		return w.ln.cur != nil && listening(w.ln.cur)
+	}) {
+		t.Fatal("Wait did not start listening")
 	}
 	w.ln.mu.Lock()
 	lc := w.ln.cur
 	w.ln.mu.Unlock()
-	if lc == nil {
-		t.Fatal("no listening connection right after the Wait")
+	cancel()
+	if err := <-first; !errors.Is(err, distlock.ErrLocked) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Wait on a held key: %v", err)
 	}
 	select {
 	case <-lc.done:
@@ -333,21 +338,24 @@ func TestPostgresListenerSilent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	acquired := w.ln.pool.Stat().AcquireCount()
 	woke := make(chan error, 1)
 	go func() { woke <- w.Wait(t.Context(), key) }()
+	// Wait listens, then reads the row with a pooled connection (through the
+	// proxy): once it gave that back, it only listens.
 	if !poll(t, 10*time.Second, func() bool {
 		w.ln.mu.Lock()
 		defer w.ln.mu.Unlock()
-		return w.ln.cur != nil && len(w.ln.cur.waiters) == 1 && listening(w.ln.cur)
+		st := w.ln.pool.Stat()
+		return w.ln.cur != nil && len(w.ln.cur.waiters) == 1 && listening(w.ln.cur) &&
+			st.AcquireCount() > acquired && st.AcquiredConns() == 0
 	}) {
-		t.Fatal("Wait did not start listening")
+		t.Fatal("Wait did not start listening and read the row")
 	}
-	// Let Wait read the row (through the proxy) before the blackhole.
-	hold := time.NewTimer(300 * time.Millisecond)
 	select {
 	case err := <-woke:
 		t.Fatalf("Wait returned %v while the key was held", err)
-	case <-hold.C:
+	default:
 	}
 	w.ln.mu.Lock()
 	first := w.ln.cur
