@@ -214,8 +214,11 @@ func TestHoldRecoversFromTransientErrors(t *testing.T) {
 	}
 	f.failRenew.Store(true)
 	h := distlock.Hold(t.Context(), plain{f}, lease, &distlock.HoldOptions{TTL: ttl})
-	for f.renews.Load() < 2 { // two failures, then the network heals
-		time.Sleep(5 * time.Millisecond)
+	for start := time.Now(); f.renews.Load() < 2; { // two failures, then the network heals
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("Hold made fewer than 2 renewal attempts in 5s")
+		}
+		time.Sleep(5 * time.Millisecond) // polling pace, bounded by the deadline above
 	}
 	f.failRenew.Store(false)
 	deadline := lease.Expires.Add(ttl)
@@ -223,7 +226,8 @@ func TestHoldRecoversFromTransientErrors(t *testing.T) {
 		if h.Lease().Expires.After(lease.Expires) {
 			break
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // polling pace, bounded by the deadline
+
 	}
 	if h.Err() != nil {
 		t.Fatalf("lost after the transient errors healed: %v", h.Err())
