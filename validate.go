@@ -3,6 +3,8 @@ package distlock
 import (
 	"crypto/rand"
 	"fmt"
+	"os"
+	"strconv"
 	"time"
 )
 
@@ -44,3 +46,13 @@ func ValidateLease(lease Lease) error {
 // NewToken returns a fresh random token of 128 bits from crypto/rand, as 26
 // characters of base32 (letters and digits only, safe in any key or path).
 func NewToken() string { return rand.Text() }
+
+// DefaultOwner returns the owner label backends use when none is configured:
+// "<hostname>:<pid>", with "unknown-host" when the hostname cannot be read.
+func DefaultOwner() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	return host + ":" + strconv.Itoa(os.Getpid())
+}

@@ -59,7 +59,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -243,8 +242,7 @@ func New(client *clientv3.Client, opts *Options) *Locker {
 		l.prefix += "/"
 	}
 	if l.owner == "" {
-		host, _ := os.Hostname()
-		l.owner = fmt.Sprintf("%s:%d", host, os.Getpid())
+		l.owner = distlock.DefaultOwner()
 	}
 	switch {
 	case client == nil:

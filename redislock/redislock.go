@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -61,11 +60,7 @@ func (o *Options) withDefaults() (Options, error) {
 		return r, fmt.Errorf("%w: redislock: Options.Prefix %q contains '{' or '}'", distlock.ErrInvalid, r.Prefix)
 	}
 	if r.Owner == "" {
-		host, err := os.Hostname()
-		if err != nil || host == "" {
-			host = "unknown-host"
-		}
-		r.Owner = host + ":" + strconv.Itoa(os.Getpid())
+		r.Owner = distlock.DefaultOwner()
 	}
 	if len(r.Owner) > MaxOwnerLen {
 		return r, fmt.Errorf("%w: redislock: Options.Owner of %d bytes is longer than %d bytes", distlock.ErrInvalid, len(r.Owner), MaxOwnerLen)

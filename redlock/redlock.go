@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,11 +88,7 @@ func (o *Options) withDefaults() (Options, error) {
 		return r, fmt.Errorf("%w: redlock: Options.Prefix %q contains '{' or '}'", distlock.ErrInvalid, r.Prefix)
 	}
 	if r.Owner == "" {
-		host, err := os.Hostname()
-		if err != nil || host == "" {
-			host = "unknown-host"
-		}
-		r.Owner = host + ":" + strconv.Itoa(os.Getpid())
+		r.Owner = distlock.DefaultOwner()
 	}
 	if len(r.Owner) > MaxOwnerLen {
 		return r, fmt.Errorf("%w: redlock: Options.Owner of %d bytes is longer than %d bytes", distlock.ErrInvalid, len(r.Owner), MaxOwnerLen)

@@ -2,9 +2,7 @@ package sqllock
 
 import (
 	"fmt"
-	"os"
 	"regexp"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -70,11 +68,7 @@ func (o *Options) resolve() (resolved, error) {
 	r.table = parts
 	owner := opts.Owner
 	if owner == "" {
-		host, err := os.Hostname()
-		if err != nil || host == "" {
-			host = "unknown"
-		}
-		owner = host + ":" + strconv.Itoa(os.Getpid())
+		owner = distlock.DefaultOwner()
 		if len(owner) > maxOwnerLen {
 			owner = owner[:maxOwnerLen]
 		}

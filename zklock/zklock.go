@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,11 +90,7 @@ func (o *Options) withDefaults() (Options, error) {
 		r.ACL = zk.WorldACL(zk.PermAll)
 	}
 	if r.Owner == "" {
-		host, err := os.Hostname()
-		if err != nil || host == "" {
-			host = "unknown-host"
-		}
-		r.Owner = host + ":" + strconv.Itoa(os.Getpid())
+		r.Owner = distlock.DefaultOwner()
 	}
 	if len(r.Owner) > MaxOwnerLen {
 		return r, fmt.Errorf("%w: zklock: Options.Owner of %d bytes is longer than %d bytes", distlock.ErrInvalid, len(r.Owner), MaxOwnerLen)
