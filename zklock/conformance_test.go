@@ -78,6 +78,13 @@ func TestConformanceEnsemble(t *testing.T) {
 				for _, s := range zkEns.Nodes {
 					s.Resume(t)
 				}
+				// Nodes paused one after another may elect a new leader on resume:
+				// resume returns, as restart does, once the ensemble serves again.
+				ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+				defer cancel()
+				if err := zkEns.WaitServing(ctx); err != nil {
+					t.Fatalf("ensemble not serving after resume: %v", err)
+				}
 			}
 		},
 		restartEnsemble,
