@@ -85,6 +85,7 @@ type Proxy struct {
 	changed chan struct{} // closed (and replaced) on every state change
 	conns   map[*conn]struct{}
 	closed  bool
+	cuts    cutSet // CutWhere's matches (filter.go)
 
 	accepted, refused, toServer, toClient, dropped atomic.Int64
 }
@@ -366,6 +367,10 @@ type chunk struct {
 func (c *conn) run() {
 	defer c.p.wg.Done()
 	defer c.p.forget(c)
+	if c.p.cutByMatch(c.client) { // filter.go
+		c.shutdown(true)
+		return
+	}
 
 	dctx, cancel := context.WithTimeout(c.ctx, c.p.dialTimeout)
 	srv, err := c.p.dialer.DialContext(dctx, "tcp", c.p.target)
