@@ -25,7 +25,9 @@ type Lease struct {
 	// computed from a time taken BEFORE the request was sent (read the clock first
 	// thing in the call, before validation or token generation): start + ttl, minus
 	// the backend's clock-drift allowance where it has one. Until Expires no other owner
-	// can hold Key; after it the holder must assume that someone else may.
+	// can hold Key; after it the holder must assume that someone else may. TryLock and
+	// Renew never return a Lease whose Expires has already passed (a reply that came
+	// after the ttl is an error).
 	Expires time.Time
 }
 
@@ -41,7 +43,10 @@ func (l Lease) Remaining() time.Duration { return time.Until(l.Expires) }
 // them (conformance.Run), each rule in a subtest that names it.
 //
 //  1. Mutual exclusion: for one key, the windows [acquired, Expires] of two leases
-//     never overlap unless the earlier one was unlocked first. Renew moves Expires.
+//     never overlap unless the earlier one was unlocked first. Renew moves Expires
+//     and never shortens the server's hold. This holds under faults inside a cluster
+//     too: a server cut off from its peers, a leader change, a minority that loses
+//     its data (a backend that loses locks on a full restart says so).
 //  2. Owner check: Renew and Unlock must act only while the lease's Token still owns
 //     the key, atomically on the server. A stale holder's Unlock must never release
 //     the next holder's lock.
@@ -63,10 +68,13 @@ type Locker interface {
 	// once, when another owner holds key (a Locker is not reentrant: a second TryLock
 	// of a held key fails even from the same client).
 	TryLock(ctx context.Context, key string, ttl time.Duration) (Lease, error)
-	// Renew extends a held lease to ttl from now and returns the new Lease. It returns
-	// an error wrapping ErrNotHeld when the lease expired, was released, or another
-	// owner holds the key now; any other error leaves the lease in an unknown state
-	// (the old Lease's Expires still bounds it).
+	// Renew extends a held lease to ttl from now and returns the new Lease, whose
+	// Expires is start + ttl. It must never shorten what the server holds: with a ttl
+	// below what the lease has left, the server keeps the key at least until the old
+	// Expires (only Unlock gives a key up early). So any error other than ErrNotHeld
+	// (a lost reply, a timeout) leaves the old Lease valid until its Expires, whatever
+	// the server did. It returns an error wrapping ErrNotHeld when the lease expired,
+	// was released, or another owner holds the key now.
 	Renew(ctx context.Context, lease Lease, ttl time.Duration) (Lease, error)
 	// Unlock releases a held lease. It returns an error wrapping ErrNotHeld when the
 	// lease was no longer held, in which case it changed nothing.

@@ -88,7 +88,7 @@ func (s *suite) testContention(t *testing.T) {
 				defer wg.Done()
 				for r := range rounds {
 					k := (c + g + r) % keys
-					lease, start, acquired, err := acquire(ctx, l, ks[k], ttl)
+					lease, start, acquired, err := acquire(ctx, l.Locker, ks[k], ttl)
 					first := lease.Expires
 					if err != nil {
 						mu.Lock()

@@ -39,7 +39,7 @@ func (s *suite) testCancelledBeforeCall(t *testing.T) {
 	})
 	s.prompt(t, "Renew with a cancelled context", func() { _, _ = a.Renew(ctx, lh, s.long) })
 	s.prompt(t, "Unlock with a cancelled context", func() { _ = a.Unlock(ctx, distlock.Lease{Key: key, Token: distlock.NewToken()}) })
-	if w, ok := b.(distlock.Waiter); ok {
+	if w, ok := b.Locker.(distlock.Waiter); ok {
 		s.prompt(t, "Wait on a held key with a cancelled context", func() {
 			err := w.Wait(ctx, held)
 			if !errors.Is(err, distlock.ErrLocked) || !errors.Is(err, context.Canceled) {
@@ -47,7 +47,7 @@ func (s *suite) testCancelledBeforeCall(t *testing.T) {
 			}
 		})
 	}
-	if in, ok := b.(distlock.Inspector); ok {
+	if in, ok := b.Locker.(distlock.Inspector); ok {
 		s.prompt(t, "Inspect with a cancelled context", func() { _, _ = in.Inspect(ctx, held) })
 	}
 	lb := s.lock(t, b, key, s.long, rContext)
@@ -96,7 +96,7 @@ func (s *suite) testLockGivesUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), wait)
 	defer cancel()
 	start := time.Now()
-	_, err := distlock.Lock(ctx, b, key, s.long, nil)
+	_, err := distlock.Lock(ctx, b.Locker, key, s.long, nil)
 	took := time.Since(start)
 	if !errors.Is(err, distlock.ErrLocked) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("%s: Lock on a held key until its context's deadline: got %v, want ErrLocked joined with context.DeadlineExceeded", rContext, err)

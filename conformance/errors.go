@@ -30,13 +30,13 @@ func (s *suite) testDeadContextIsNotLocked(t *testing.T) {
 // testPartitionIsNotLocked: a client cut off from the server gets an error that is not
 // ErrLocked, promptly, and leaves nothing locked.
 func (s *suite) testPartitionIsNotLocked(t *testing.T) {
-	if s.h.Faults.Partition == nil {
+	a, b := s.client(t), s.client(t)
+	if a.Partition == nil {
 		notRun(t, "Partition")
 		return
 	}
-	a, b := s.client(t), s.client(t)
 	key := s.key(t)
-	heal := s.h.Faults.Partition(t, a)
+	heal := a.Partition()
 	ctx, cancel := context.WithTimeout(t.Context(), s.op)
 	start := time.Now()
 	lease, err := a.TryLock(ctx, key, s.long)
@@ -63,14 +63,14 @@ func (s *suite) testPartitionIsNotLocked(t *testing.T) {
 // (the request reaches the server after the caller gave up) must not leave the key
 // locked: the backend removes its half-made lock with a fresh, bounded context.
 func (s *suite) testAbandonedAttempt(t *testing.T) {
-	if s.h.Faults.Delay == nil {
+	a, b := s.client(t), s.client(t)
+	if a.Delay == nil {
 		notRun(t, "Delay")
 		return
 	}
-	a, b := s.client(t), s.client(t)
 	key := s.key(t)
 	d := 300 * time.Millisecond
-	restore := s.h.Faults.Delay(t, a, d)
+	restore := a.Delay(d)
 	defer restore()
 	ctx, cancel := context.WithTimeout(t.Context(), d/3)
 	start := time.Now()

@@ -6,25 +6,32 @@ import (
 	"github.com/distlock/distlock"
 )
 
+// testCapabilities logs what the backend offers: the optional interfaces its clients
+// implement (found by type assertion) and the faults the harness can inject.
 func (s *suite) testCapabilities(t *testing.T) {
-	l := s.client(t)
-	_, isWaiter := l.(distlock.Waiter)
-	_, isInspector := l.(distlock.Inspector)
-	if isWaiter != s.h.Caps.Waiter {
-		t.Errorf("%s: Capabilities.Waiter is %v but the client implements distlock.Waiter: %v", rHarness, s.h.Caps.Waiter, isWaiter)
-	}
-	if isInspector != s.h.Caps.Inspector {
-		t.Errorf("%s: Capabilities.Inspector is %v but the client implements distlock.Inspector: %v", rHarness, s.h.Caps.Inspector, isInspector)
-	}
-	for name, set := range map[string]bool{
-		"Crash": s.h.Faults.Crash != nil, "Partition": s.h.Faults.Partition != nil,
-		"Delay": s.h.Faults.Delay != nil, "PauseServer": s.h.Faults.PauseServer != nil,
-		"RestartServer": s.h.Faults.RestartServer != nil,
+	c := s.client(t)
+	for name, ok := range map[string]bool{
+		"distlock.Waiter":       is[distlock.Waiter](c.Locker),
+		"distlock.Inspector":    is[distlock.Inspector](c.Locker),
+		"distlock.LossNotifier": is[distlock.LossNotifier](c.Locker),
 	} {
-		if !set {
-			t.Logf("Harness.Faults.%s is nil: its tests will be skipped (NOT RUN)", name)
+		if ok {
+			t.Logf("the client implements %s: its contract is tested", name)
+		} else {
+			t.Logf("the client does not implement %s", name)
 		}
 	}
+	for _, name := range faultNames {
+		if !s.faultSet(c, name) {
+			t.Logf("fault %s is nil: its tests will be skipped (NOT RUN)", name)
+		}
+	}
+}
+
+// is reports whether l implements T.
+func is[T any](l distlock.Locker) bool {
+	_, ok := l.(T)
+	return ok
 }
 
 // testTwoClients: ErrLocked while held, Unlock frees, re-acquire with a larger Fence.

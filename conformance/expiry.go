@@ -58,7 +58,7 @@ func (s *suite) testUnrenewedFrees(t *testing.T) {
 
 // expectFreedBy polls until b acquires la's key; it must not be before la.Expires
 // and must be by the deadline (plus the polling's own latency).
-func (s *suite) expectFreedBy(t *testing.T, b distlock.Locker, la distlock.Lease, by time.Time) {
+func (s *suite) expectFreedBy(t *testing.T, b Client, la distlock.Lease, by time.Time) {
 	t.Helper()
 	var slowest time.Duration
 	pause := min(max(s.ttl/20, 2*time.Millisecond), 20*time.Millisecond)
@@ -90,11 +90,11 @@ func (s *suite) expectFreedBy(t *testing.T, b distlock.Locker, la distlock.Lease
 // testCrashedHolderFrees: a holder that vanishes without Unlock frees the key by ttl
 // + grace (session backends: by the session timeout, stated as Grace).
 func (s *suite) testCrashedHolderFrees(t *testing.T) {
-	if s.h.Faults.Crash == nil {
+	a, b := s.client(t), s.client(t)
+	if a.Crash == nil {
 		notRun(t, "Crash")
 		return
 	}
-	a, b := s.client(t), s.client(t)
 	key := s.key(t)
 	ttl := s.ttl
 	if s.h.Caps.SessionExpiry {
@@ -102,7 +102,7 @@ func (s *suite) testCrashedHolderFrees(t *testing.T) {
 	}
 	start := time.Now()
 	la := s.lock(t, a, key, ttl, rExpiry)
-	s.h.Faults.Crash(t, a)
+	a.Crash()
 	crashed := time.Now()
 	by := start.Add(ttl + s.grace)
 	if s.h.Caps.SessionExpiry {

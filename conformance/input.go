@@ -46,10 +46,10 @@ func (s *suite) testBadArguments(t *testing.T) {
 		_, err := a.Renew(s.opCtx(t), la, ttl)
 		expectInvalid(t, err, "Renew with ttl "+ttl.String(), "ttl", ttl.String())
 	}
-	if w, ok := a.(distlock.Waiter); ok {
+	if w, ok := a.Locker.(distlock.Waiter); ok {
 		expectInvalid(t, w.Wait(s.opCtx(t), ""), `Wait("")`, "key")
 	}
-	if in, ok := a.(distlock.Inspector); ok {
+	if in, ok := a.Locker.(distlock.Inspector); ok {
 		_, err := in.Inspect(s.opCtx(t), "")
 		expectInvalid(t, err, `Inspect("")`, "key")
 	}

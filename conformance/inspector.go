@@ -10,12 +10,12 @@ import (
 // testInspector: Inspect reports the holder's key, fence and a plausible expiry, and
 // ErrNotHeld for a free key.
 func (s *suite) testInspector(t *testing.T) {
-	if !s.h.Caps.Inspector {
-		t.Log("backend declares no Inspector")
+	a, b := s.client(t), s.client(t)
+	in, ok := b.Locker.(distlock.Inspector)
+	if !ok {
+		t.Log("backend is no Inspector")
 		return
 	}
-	a, b := s.client(t), s.client(t)
-	in := b.(distlock.Inspector)
 	key := s.key(t)
 	_, err := in.Inspect(s.opCtx(t), key)
 	expectNotHeld(t, err, rInspect, "Inspect of a free key")
@@ -40,7 +40,7 @@ func (s *suite) testInspector(t *testing.T) {
 // while the lease is held and closes once it is unlocked.
 func (s *suite) testLossNotifier(t *testing.T) {
 	a := s.client(t)
-	n, ok := a.(distlock.LossNotifier)
+	n, ok := a.Locker.(distlock.LossNotifier)
 	if !ok {
 		t.Log("backend is no LossNotifier: Hold learns of loss through Renew")
 		return

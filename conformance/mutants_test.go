@@ -23,6 +23,7 @@ type mutant struct {
 	catch  string // the rule the suite must name in its first failure
 	broken func() distlock.Locker
 	bugs   clientBugs // client-side bugs, applied by simnet
+	server serverBugs // cluster-side bugs, applied by simnet
 }
 
 var mutants = []mutant{
@@ -41,15 +42,24 @@ var mutants = []mutant{
 	{name: "abandoned-attempt-kept", catch: "rule 5 (errors)", bugs: clientBugs{keepAbandoned: true}},
 	{name: "transport-error-as-locked", catch: "rule 5 (errors)", bugs: clientBugs{errAsLocked: true}},
 	{name: "renew-from-local-clock", catch: "rule 2 (owner check)", bugs: clientBugs{localRenew: true}},
+	{name: "returns-expired-lease", catch: "Lease contract", bugs: clientBugs{expiredLease: true}},
+	{name: "renew-shortens", catch: "rule 1 (mutual exclusion)", server: serverBugs{renewShortens: true}},
+	{name: "isolated-member-renews", catch: "rule 1 (mutual exclusion)", bugs: clientBugs{staleRenew: true}},
+	{name: "leader-local-table", catch: "rule 1 (mutual exclusion)", server: serverBugs{leaderLocal: true}},
+	{name: "minority-holds-writes", catch: "rule 1 (mutual exclusion)", server: serverBugs{unreplicated: true}},
+	{name: "restart-forgets-undeclared", catch: "rule 1 (mutual exclusion)", server: serverBugs{restartForgets: true}},
 }
+
+// newMemlock is the reference table behind simnet.
+func newMemlock() distlock.Locker { return memlock.New() }
 
 // TestMutantTarget runs the suite against the mutant named by DISTLOCK_MUTANT, or
 // against plain memlock when it is unset. TestMutants runs it in child processes.
 func TestMutantTarget(t *testing.T) {
 	name := os.Getenv("DISTLOCK_MUTANT")
 	if name == "" {
-		// The reference: memlock behind the simulated network, every fault but restart.
-		conformance.Run(t, simHarness(memlock.New(), clientBugs{}))
+		// The reference: memlock behind the simulated network and cluster, every fault.
+		conformance.Run(t, simHarness(newMemlock, clientBugs{}, serverBugs{}))
 		return
 	}
 	var m mutant
@@ -61,16 +71,15 @@ func TestMutantTarget(t *testing.T) {
 	switch {
 	case m.name == "":
 		t.Fatalf("unknown mutant %q", name)
-	case m.broken == nil: // a client-side bug: memlock behind simnet
-		conformance.Run(t, simHarness(memlock.New(), m.bugs))
+	case m.broken == nil: // a client- or cluster-side bug: memlock behind simnet
+		conformance.Run(t, simHarness(newMemlock, m.bugs, m.server))
 	default: // a broken table, called directly
 		shared := m.broken()
-		_, isWaiter := shared.(distlock.Waiter)
-		_, isInspector := shared.(distlock.Inspector)
 		conformance.Run(t, conformance.Harness{
-			NewClient: func(t *testing.T) distlock.Locker { return shared },
-			Caps:      conformance.Capabilities{MaxKeyLen: memlock.MaxKeyLen, Waiter: isWaiter, Inspector: isInspector},
-			Faults:    conformance.Faults{Crash: func(*testing.T, distlock.Locker) {}},
+			NewClient: func(t *testing.T) conformance.Client {
+				return conformance.Client{Locker: shared, Crash: func() {}}
+			},
+			Caps: conformance.Capabilities{MaxKeyLen: memlock.MaxKeyLen},
 		})
 	}
 }

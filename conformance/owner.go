@@ -11,14 +11,14 @@ import (
 // lapse makes a's lease la stop being held while a can still talk to the server, and
 // returns once client b holds the key instead, with b's lease. For ttl backends it
 // waits out the ttl; for session backends it partitions a until b acquires.
-func (s *suite) lapse(t *testing.T, a, b distlock.Locker, la distlock.Lease) (distlock.Lease, bool) {
+func (s *suite) lapse(t *testing.T, a, b Client, la distlock.Lease) (distlock.Lease, bool) {
 	t.Helper()
 	if s.h.Caps.SessionExpiry {
-		if s.h.Faults.Partition == nil {
+		if a.Partition == nil {
 			notRun(t, "Partition (needed to expire a session holder that is still alive)")
 			return distlock.Lease{}, false
 		}
-		heal := s.h.Faults.Partition(t, a)
+		heal := a.Partition()
 		lb, _, ret, err := s.acquireWithin(t, b, la.Key, s.long, s.grace+2*s.op)
 		heal()
 		if err != nil {

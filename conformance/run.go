@@ -5,16 +5,30 @@
 //
 //	func TestConformance(t *testing.T) {
 //		conformance.Run(t, conformance.Harness{
-//			NewClient: func(t *testing.T) distlock.Locker { return mybackend.New(...) },
-//			Caps:      conformance.Capabilities{Waiter: true, Inspector: true},
+//			NewClient: func(t *testing.T) conformance.Client {
+//				p := newProxy(t) // e.g. a faultproxy.Proxy in front of the server
+//				l := mybackend.New(p.Addr())
+//				return conformance.Client{
+//					Locker:    l,
+//					Partition: func() func() { p.Blackhole(); return p.Heal },
+//				}
+//			},
+//			Caps: conformance.Capabilities{MaxKeyLen: 1024},
 //		})
 //	}
 //
 // Every rule of the contract (see distlock.Locker) is a subtest named after it, and
 // every failure message starts with the rule it breaks, e.g. "rule 2 (owner check)".
-// Fault tests whose hook is nil are skipped with a NOT RUN message; they never pass
-// silently. The package's own tests run the suite against deliberately broken lockers
-// (mutants) and check that each one fails it.
+// Optional interfaces (distlock.Waiter, Inspector, LossNotifier) are found by type
+// assertion and tested when present. Fault tests whose hook is nil are skipped with a
+// NOT RUN message; they never pass silently.
+//
+// The faults model a real deployment: per client, a crash, a partition from the
+// servers, latency, and the client's server cut off from its peers (IsolateServer);
+// per cluster, a pause, a restart, a leader change and a minority that loses its
+// data. The package's own tests run the suite against deliberately broken lockers
+// (mutants), one for each of these faults among them, and check that each one fails
+// it by the rule it breaks.
 package conformance
 
 import (
@@ -51,6 +65,8 @@ type suite struct {
 	grace     time.Duration
 	op        time.Duration
 	waitBound time.Duration
+	// faultTimeout bounds recovery from a cluster fault.
+	faultTimeout time.Duration
 }
 
 // Run runs the whole suite against the backend h describes. It calls t.Run once per
@@ -65,14 +81,12 @@ func Run(t *testing.T, h Harness) {
 	if c.MaxKeyLen != 0 && c.MaxKeyLen < 64 {
 		t.Fatalf("%s: Capabilities.MaxKeyLen %d is below 64 bytes; the suite needs keys of 64 bytes", rHarness, c.MaxKeyLen)
 	}
-	if c.SessionExpiry && h.Faults.Crash == nil {
-		t.Fatalf("%s: a backend with SessionExpiry must set Faults.Crash, which ends a holder's session", rHarness)
-	}
 	s.ttl = max(c.MinTTL, 100*time.Millisecond)
 	s.long = max(60*time.Second, 20*s.ttl)
 	s.grace = orDefault(c.Grace, 250*time.Millisecond)
 	s.op = orDefault(c.OpTimeout, 2*time.Second)
 	s.waitBound = orDefault(c.WaitBound, 250*time.Millisecond)
+	s.faultTimeout = orDefault(c.FaultTimeout, 10*time.Second)
 
 	t.Run("Capabilities", s.testCapabilities)
 	t.Run("Rule1_MutualExclusion", func(t *testing.T) {
@@ -112,6 +126,8 @@ func Run(t *testing.T, h Harness) {
 	t.Run("LeaseExpires", func(t *testing.T) {
 		t.Run("BeforeRequest", s.testExpiresBeforeRequest)
 		t.Run("DelayedReply", s.testExpiresDelayedReply)
+		t.Run("ReplyAfterTTL", s.testReplyAfterTTL)
+		t.Run("ShorteningRenewLostReply", s.testShorteningRenewLostReply)
 	})
 	t.Run("Waiter", s.testWaiter)
 	t.Run("Inspector", s.testInspector)
@@ -120,6 +136,9 @@ func Run(t *testing.T, h Harness) {
 		t.Run("PartitionedHolder", s.testPartitionedHolder)
 		t.Run("PausedServer", s.testPausedServer)
 		t.Run("RestartedServer", s.testRestartedServer)
+		t.Run("IsolatedServer", s.testIsolatedServer)
+		t.Run("LeaderChange", s.testLeaderChange)
+		t.Run("MinorityLosesData", s.testMinorityLosesData)
 	})
 }
 
@@ -131,13 +150,16 @@ func orDefault(d, def time.Duration) time.Duration {
 }
 
 // client returns a new client of the backend.
-func (s *suite) client(t *testing.T) distlock.Locker {
+func (s *suite) client(t *testing.T) Client {
 	t.Helper()
-	l := s.h.NewClient(t)
-	if l == nil {
-		t.Fatalf("%s: NewClient returned nil", rHarness)
+	c := s.h.NewClient(t)
+	if c.Locker == nil {
+		t.Fatalf("%s: NewClient returned a Client with a nil Locker", rHarness)
 	}
-	return l
+	if s.h.Caps.SessionExpiry && c.Crash == nil {
+		t.Fatalf("%s: a backend with SessionExpiry must set Client.Crash, which ends a holder's session", rHarness)
+	}
+	return c
 }
 
 // key returns a key that no other test uses.
@@ -246,7 +268,12 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 // never as PASS.
 func notRun(t *testing.T, hook string) {
 	t.Helper()
-	t.Skipf("NOT RUN: Harness.Faults.%s is nil; this fault is untested for this backend", hook)
+	where := "Harness.Faults"
+	switch hook {
+	case "Crash", "Partition", "Delay", "IsolateServer":
+		where = "Client"
+	}
+	t.Skipf("NOT RUN: %s.%s is nil; this fault is untested for this backend", where, hook)
 }
 
 // short quotes key for a message, cut to 48 bytes.

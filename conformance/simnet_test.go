@@ -22,10 +22,71 @@ import (
 // A caller whose context ends first gets ctx.Err() while its request carries on, as
 // on a real network; a correct client then removes the lock its abandoned TryLock
 // made, with a fresh context.
+//
+// The server is a cluster of simMembers members, each client talking to one of them.
+// A member isolated from its peers cannot serve (its requests time out, as on a member
+// without a quorum), unless a server bug makes it answer from its own stale view. A
+// leader change, a minority losing its data and a restart interrupt service briefly
+// and keep the table — unless a server bug makes them lose it.
 type simServer struct {
-	mu      sync.Mutex
-	resumed chan struct{} // nil while running; closed by resume
-	flight  sync.WaitGroup
+	mu       sync.Mutex
+	resumed  chan struct{} // nil while running; closed by resume
+	flight   sync.WaitGroup
+	tab      distlock.Locker
+	fresh    func() distlock.Locker // an empty table, for the bugs that lose data
+	bugs     serverBugs
+	isolated [simMembers]bool
+	next     int // the member of the next client
+}
+
+const simMembers = 3
+
+// serverBugs are the cluster-side mutations simnet can apply.
+type serverBugs struct {
+	leaderLocal    bool // the lock table lives on the leader only: a leader change loses it
+	unreplicated   bool // writes reach a minority only: losing a minority loses the table
+	restartForgets bool // a restart loses the table, and the harness does not declare it
+	renewShortens  bool // a Renew with a shorter ttl cuts the lease on the server
+}
+
+// table returns the current lock table.
+func (s *simServer) table() distlock.Locker {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tab
+}
+
+// outage interrupts service briefly (a re-election, a restart); lose replaces the
+// table with an empty one, as a fault that loses data does.
+func (s *simServer) outage(lose bool) {
+	resume := s.pause()
+	if lose {
+		s.mu.Lock()
+		s.tab = s.fresh()
+		s.mu.Unlock()
+	}
+	time.Sleep(20 * time.Millisecond)
+	resume()
+}
+
+func (s *simServer) isolatedMember(m int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.isolated[m]
+}
+
+func (s *simServer) isolate(m int) (heal func()) {
+	s.mu.Lock()
+	s.isolated[m] = true
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.isolated[m] = false
+			s.mu.Unlock()
+		})
+	}
 }
 
 func (s *simServer) pause() (resume func()) {
@@ -59,10 +120,12 @@ type clientBugs struct {
 	keepAbandoned bool // do not clean up an abandoned TryLock's lock
 	errAsLocked   bool // report transport errors as ErrLocked
 	localRenew    bool // "renew" from the local clock without asking the server
+	staleRenew    bool // an isolated member answers Renew from its own stale view
+	expiredLease  bool // return a lease whose ttl ran out during the round trip
 }
 
 type simClient struct {
-	inner  distlock.Locker
+	member int
 	srv    *simServer
 	bugs   clientBugs
 	mu     sync.Mutex
@@ -87,7 +150,7 @@ func roundTrip[T any](ctx context.Context, c *simClient, op func() (T, error), a
 	if err := ctx.Err(); err != nil {
 		return zero, err
 	}
-	if cut {
+	if cut || c.srv.isolatedMember(c.member) {
 		t := time.NewTimer(readTimeout)
 		defer t.Stop()
 		select {
@@ -137,15 +200,22 @@ func (c *simClient) TryLock(ctx context.Context, key string, ttl time.Duration) 
 	}
 	start := time.Now()
 	lease, err := roundTrip(ctx, c, func() (distlock.Lease, error) {
-		return c.inner.TryLock(context.Background(), key, ttl)
+		return c.srv.table().TryLock(context.Background(), key, ttl)
 	}, func(l distlock.Lease, err error) {
 		if err == nil && !c.bugs.keepAbandoned {
-			_ = c.inner.Unlock(context.Background(), l)
+			_ = c.srv.table().Unlock(context.Background(), l)
 		}
 	})
 	if err == nil {
 		// The server computed Expires from its own start; the client's is earlier.
 		lease.Expires = start.Add(ttl)
+		if !c.bugs.expiredLease && lease.Remaining() <= 0 {
+			// The reply came after the ttl: the lease is worthless; release it.
+			_, _ = roundTrip(context.Background(), c, func() (struct{}, error) {
+				return struct{}{}, c.srv.table().Unlock(context.Background(), lease)
+			}, nil)
+			return distlock.Lease{}, fmt.Errorf("simnet: TryLock: the reply came %v after the ttl %v", -lease.Remaining(), ttl)
+		}
 	}
 	return lease, c.mapErr(err)
 }
@@ -169,11 +239,25 @@ func (c *simClient) Renew(ctx context.Context, l distlock.Lease, ttl time.Durati
 		l.Expires = start.Add(ttl)
 		return l, nil
 	}
+	if c.bugs.staleRenew && c.srv.isolatedMember(c.member) {
+		// The isolated member still believes the lease is held, as it was when it
+		// lost its peers.
+		l.Expires = start.Add(ttl)
+		return l, nil
+	}
 	next, err := roundTrip(ctx, c, func() (distlock.Lease, error) {
-		return c.inner.Renew(context.Background(), l, ttl)
+		tab := c.srv.table()
+		next, err := tab.Renew(context.Background(), l, ttl)
+		if err == nil && c.srv.bugs.renewShortens && ttl < l.Remaining() {
+			shorten(tab, l, ttl)
+		}
+		return next, err
 	}, nil)
 	if err == nil {
 		next.Expires = start.Add(ttl)
+		if !c.bugs.expiredLease && next.Remaining() <= 0 {
+			return l, fmt.Errorf("simnet: Renew: the reply came %v after the ttl %v", -next.Remaining(), ttl)
+		}
 	}
 	return next, c.mapErr(err)
 }
@@ -183,7 +267,7 @@ func (c *simClient) Unlock(ctx context.Context, l distlock.Lease) error {
 		return err
 	}
 	_, err := roundTrip(ctx, c, func() (struct{}, error) {
-		return struct{}{}, c.inner.Unlock(context.Background(), l)
+		return struct{}{}, c.srv.table().Unlock(context.Background(), l)
 	}, nil)
 	return c.mapErr(err)
 }
@@ -202,7 +286,7 @@ func (c simFull) Wait(ctx context.Context, key string) error {
 		<-ctx.Done()
 		return fmt.Errorf("%w: %w", errSimTransport, ctx.Err())
 	}
-	return c.inner.(distlock.Waiter).Wait(ctx, key)
+	return c.srv.table().(distlock.Waiter).Wait(ctx, key)
 }
 
 func (c simFull) Inspect(ctx context.Context, key string) (distlock.Holder, error) {
@@ -210,27 +294,29 @@ func (c simFull) Inspect(ctx context.Context, key string) (distlock.Holder, erro
 		return distlock.Holder{}, err
 	}
 	return roundTrip(ctx, c.simClient, func() (distlock.Holder, error) {
-		return c.inner.(distlock.Inspector).Inspect(context.Background(), key)
+		return c.srv.table().(distlock.Inspector).Inspect(context.Background(), key)
 	}, nil)
 }
 
-// simHarness returns a harness whose clients reach table through simnet, with the
-// given client bugs, and every fault but RestartServer (an in-process table does not
-// survive a restart).
-func simHarness(table distlock.Locker, bugs clientBugs) conformance.Harness {
-	srv := &simServer{}
-	_, full := table.(distlock.Waiter)
-	if _, ok := table.(distlock.Inspector); !ok {
-		full = false
-	}
-	sim := func(l distlock.Locker) *simClient {
-		switch c := l.(type) {
-		case *simClient:
-			return c
-		case simFull:
-			return c.simClient
+// shorten makes the server free lease's key ttl from now, as a server whose renew
+// sets the expiry (rather than extending it) would: the mutant renewShortens.
+func shorten(tab distlock.Locker, l distlock.Lease, ttl time.Duration) {
+	time.AfterFunc(ttl, func() {
+		in, ok := tab.(interface{ Revoke(string) bool })
+		h, err := tab.(distlock.Inspector).Inspect(context.Background(), l.Key)
+		if ok && err == nil && h.Fence == l.Fence {
+			in.Revoke(l.Key)
 		}
-		panic(fmt.Sprintf("simnet: not a simnet client: %T", l))
+	})
+}
+
+// simHarness returns a harness whose clients reach a fresh table (made by newTable)
+// through simnet, with the given client and server bugs, and every fault.
+func simHarness(newTable func() distlock.Locker, bugs clientBugs, sbugs serverBugs) conformance.Harness {
+	srv := &simServer{tab: newTable(), fresh: newTable, bugs: sbugs}
+	_, full := srv.tab.(distlock.Waiter)
+	if _, ok := srv.tab.(distlock.Inspector); !ok {
+		full = false
 	}
 	set := func(c *simClient, f func()) {
 		c.mu.Lock()
@@ -238,32 +324,40 @@ func simHarness(table distlock.Locker, bugs clientBugs) conformance.Harness {
 		f()
 	}
 	return conformance.Harness{
-		NewClient: func(t *testing.T) distlock.Locker {
+		NewClient: func(t *testing.T) conformance.Client {
 			t.Cleanup(srv.flight.Wait)
-			c := &simClient{inner: table, srv: srv, bugs: bugs}
+			srv.mu.Lock()
+			c := &simClient{srv: srv, bugs: bugs, member: srv.next % simMembers}
+			srv.next++
+			srv.mu.Unlock()
+			var l distlock.Locker = c
 			if full {
-				return simFull{c}
+				l = simFull{c}
 			}
-			return c
+			return conformance.Client{
+				Locker: l,
+				Crash:  func() { set(c, func() { c.closed = true }) },
+				Partition: func() func() {
+					set(c, func() { c.cut = true })
+					return func() { set(c, func() { c.cut = false }) }
+				},
+				Delay: func(d time.Duration) func() {
+					set(c, func() { c.delay = d })
+					return func() { set(c, func() { c.delay = 0 }) }
+				},
+				IsolateServer: func() func() { return srv.isolate(c.member) },
+			}
 		},
-		Caps: conformance.Capabilities{MaxKeyLen: 1 << 16, Waiter: full, Inspector: full},
+		Caps: conformance.Capabilities{MaxKeyLen: 1 << 16},
 		Faults: conformance.Faults{
-			Crash: func(t *testing.T, l distlock.Locker) { set(sim(l), func() { sim(l).closed = true }) },
-			Partition: func(t *testing.T, l distlock.Locker) func() {
-				c := sim(l)
-				set(c, func() { c.cut = true })
-				return func() { set(c, func() { c.cut = false }) }
-			},
-			Delay: func(t *testing.T, l distlock.Locker, d time.Duration) func() {
-				c := sim(l)
-				set(c, func() { c.delay = d })
-				return func() { set(c, func() { c.delay = 0 }) }
-			},
 			PauseServer: func(t *testing.T) func() {
 				resume := srv.pause()
 				t.Cleanup(resume)
 				return resume
 			},
+			RestartServer: func(t *testing.T) { srv.outage(sbugs.restartForgets) },
+			ChangeLeader:  func(t *testing.T) { srv.outage(sbugs.leaderLocal) },
+			LoseMinority:  func(t *testing.T) { srv.outage(sbugs.unreplicated) },
 		},
 	}
 }

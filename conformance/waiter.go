@@ -10,12 +10,12 @@ import (
 // testWaiter: Wait returns at once on a free key, blocks while the key is held, wakes
 // within WaitBound of Unlock and by the holder's expiry, and Lock hands off through it.
 func (s *suite) testWaiter(t *testing.T) {
-	if !s.h.Caps.Waiter {
-		t.Log("backend declares no Waiter: Lock falls back to backoff")
+	if _, ok := s.client(t).Locker.(distlock.Waiter); !ok {
+		t.Log("backend is no Waiter: Lock falls back to backoff")
 		return
 	}
 	t.Run("FreeKeyReturnsAtOnce", func(t *testing.T) {
-		w := s.client(t).(distlock.Waiter)
+		w := s.client(t).Locker.(distlock.Waiter)
 		s.prompt(t, "Wait on a free key", func() {
 			if err := w.Wait(s.opCtx(t), s.key(t)); err != nil {
 				t.Fatalf("%s: Wait on a free key: %v", rWaiter, err)
@@ -27,7 +27,7 @@ func (s *suite) testWaiter(t *testing.T) {
 		key := s.key(t)
 		la := s.lock(t, a, key, s.long, rWaiter)
 		woke := make(chan error, 1)
-		go func() { woke <- b.(distlock.Waiter).Wait(t.Context(), key) }()
+		go func() { woke <- b.Locker.(distlock.Waiter).Wait(t.Context(), key) }()
 		hold := time.NewTimer(200 * time.Millisecond)
 		defer hold.Stop()
 		select {
@@ -48,7 +48,7 @@ func (s *suite) testWaiter(t *testing.T) {
 		key := s.key(t)
 		la := s.lock(t, a, key, s.ttl, rWaiter)
 		woke := make(chan error, 1)
-		go func() { woke <- b.(distlock.Waiter).Wait(t.Context(), key) }()
+		go func() { woke <- b.Locker.(distlock.Waiter).Wait(t.Context(), key) }()
 		s.expectWake(t, woke, la.Expires.Add(s.grace), "the holder's expiry + grace")
 	})
 	t.Run("LockHandsOff", func(t *testing.T) {
@@ -59,7 +59,7 @@ func (s *suite) testWaiter(t *testing.T) {
 		var lb distlock.Lease
 		go func() {
 			var err error
-			lb, err = distlock.Lock(t.Context(), b, key, s.long, nil)
+			lb, err = distlock.Lock(t.Context(), b.Locker, key, s.long, nil)
 			got <- err
 		}()
 		hold := time.NewTimer(200 * time.Millisecond)

@@ -105,7 +105,9 @@ func (l *Locker) owned(lease distlock.Lease, now time.Time) (*state, error) {
 	return s, nil
 }
 
-// Renew extends lease to ttl from now.
+// Renew extends lease to ttl from now. It never shortens: a ttl below what the lease
+// has left keeps the key held as long as before, while the returned Lease's Expires
+// is start + ttl.
 func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
 	start := time.Now()
 	if err := distlock.ValidateLease(lease); err != nil {
@@ -123,8 +125,10 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	if err != nil {
 		return distlock.Lease{}, err
 	}
-	s.expires = start.Add(ttl)
-	lease.Expires = s.expires
+	lease.Expires = start.Add(ttl)
+	if lease.Expires.After(s.expires) {
+		s.expires = lease.Expires
+	}
 	return lease, nil
 }
 

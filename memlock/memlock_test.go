@@ -5,7 +5,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/memlock"
 )
@@ -17,12 +16,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func harness() conformance.Harness {
 	shared := memlock.New()
 	return conformance.Harness{
-		NewClient: func(t *testing.T) distlock.Locker { return shared },
-		Caps:      conformance.Capabilities{MaxKeyLen: memlock.MaxKeyLen, Waiter: true, Inspector: true},
-		Faults: conformance.Faults{
+		NewClient: func(t *testing.T) conformance.Client {
 			// A crashed in-process client just stops calling; its leases lapse by ttl.
-			Crash: func(t *testing.T, l distlock.Locker) {},
+			return conformance.Client{Locker: shared, Crash: func() {}}
 		},
+		Caps: conformance.Capabilities{MaxKeyLen: memlock.MaxKeyLen},
 	}
 }
 
