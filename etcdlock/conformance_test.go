@@ -5,35 +5,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/internal/testenv"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// proxied is a conformance client: a Locker on its own clientv3.Client, which
-// reaches one member through its own fault proxy.
-type proxied struct {
-	cli   *clientv3.Client
-	proxy *faultproxy.Proxy
-}
-
-// harness makes conformance clients of the cluster whose members are members;
-// client i reaches member i mod len(members). pause and restart act on every member.
+// harness makes conformance clients of the cluster whose members are members: each
+// a Locker on its own clientv3.Client, which reaches member i mod len(members)
+// through its own fault proxy. pause and restart act on every member.
 type harness struct {
 	members []*testenv.Server
 	pause   func(t *testing.T)
 	resume  func(t *testing.T)
 	restart func(t *testing.T)
 
-	mu      sync.Mutex
-	next    int
-	clients map[*etcdlock.Locker]proxied
+	mu   sync.Mutex
+	next int
 }
 
-func (h *harness) newClient(t *testing.T) distlock.Locker {
+func (h *harness) newClient(t *testing.T) conformance.Client {
 	h.mu.Lock()
 	member := h.members[h.next%len(h.members)]
 	h.next++
@@ -45,25 +36,23 @@ func (h *harness) newClient(t *testing.T) distlock.Locker {
 	cli := newClient(t, []string{p.Addr()}, nil) // closed before the proxy (cleanups run last-in first-out)
 	t.Cleanup(func() { p.Close() })
 	t.Cleanup(func() { cli.Close() })
-	l := etcdlock.New(cli, &etcdlock.Options{Prefix: "conformance/", Owner: t.Name()})
-	h.mu.Lock()
-	h.clients[l] = proxied{cli, p}
-	h.mu.Unlock()
-	return l
-}
-
-func (h *harness) client(t *testing.T, l distlock.Locker) proxied {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	c, ok := h.clients[l.(*etcdlock.Locker)]
-	if !ok {
-		t.Fatalf("harness: unknown client %p", l)
+	return conformance.Client{
+		Locker: etcdlock.New(cli, &etcdlock.Options{Prefix: "conformance/", Owner: t.Name()}),
+		// Close the client without revoking anything: the lease expires by its ttl
+		// on the server.
+		Crash: func() { cli.Close() },
+		Partition: func() func() {
+			p.Blackhole()
+			return p.Heal
+		},
+		Delay: func(d time.Duration) func() {
+			p.Delay(d)
+			return func() { p.Delay(0) }
+		},
 	}
-	return c
 }
 
 func (h *harness) Harness() conformance.Harness {
-	h.clients = make(map[*etcdlock.Locker]proxied)
 	hh := conformance.Harness{
 		NewClient: h.newClient,
 		Caps: conformance.Capabilities{
@@ -74,23 +63,8 @@ func (h *harness) Harness() conformance.Harness {
 			// through raft.
 			Grace:     time.Second,
 			MaxKeyLen: etcdlock.MaxKeyLen,
-			Waiter:    true,
-			Inspector: true,
 		},
 		Faults: conformance.Faults{
-			// Close the client without revoking anything: the lease expires by its
-			// ttl on the server.
-			Crash: func(t *testing.T, l distlock.Locker) { h.client(t, l).cli.Close() },
-			Partition: func(t *testing.T, l distlock.Locker) func() {
-				p := h.client(t, l).proxy
-				p.Blackhole()
-				return p.Heal
-			},
-			Delay: func(t *testing.T, l distlock.Locker, d time.Duration) func() {
-				p := h.client(t, l).proxy
-				p.Delay(d)
-				return func() { p.Delay(0) }
-			},
 			PauseServer: func(t *testing.T) func() {
 				h.pause(t)
 				return func() { h.resume(t) }
@@ -101,7 +75,7 @@ func (h *harness) Harness() conformance.Harness {
 	if h.members[0].External() {
 		// Servers from DISTLOCK_ETCD_ENDPOINTS cannot be signalled: the suite
 		// reports these faults as not run.
-		hh.Faults.PauseServer, hh.Faults.RestartServer = nil, nil
+		hh.Faults = conformance.Faults{}
 	}
 	return hh
 }

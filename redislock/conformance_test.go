@@ -4,51 +4,16 @@ import (
 	"context"
 	"errors"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/internal/testenv"
 	"github.com/distlock/distlock/redislock"
 )
-
-// A testClient is one Locker of a harness with what its faults need: its go-redis
-// client and the fault proxies (one per server) that all its connections go through.
-type testClient struct {
-	client  redis.UniversalClient
-	proxies []*faultproxy.Proxy
-}
-
-// registry maps the Lockers a harness made to their testClients.
-type registry struct {
-	mu      sync.Mutex
-	clients map[distlock.Locker]*testClient
-}
-
-func (r *registry) add(l distlock.Locker, c *testClient) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.clients == nil {
-		r.clients = make(map[distlock.Locker]*testClient)
-	}
-	r.clients[l] = c
-}
-
-func (r *registry) get(t *testing.T, l distlock.Locker) *testClient {
-	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c := r.clients[l]
-	if c == nil {
-		t.Fatalf("harness: Locker %p was not made by this harness", l)
-	}
-	return c
-}
 
 // proxies starts one fault proxy in front of each address, closed at t's cleanup,
 // and returns them with a map from server address to proxy address.
@@ -81,57 +46,48 @@ func routeDialer(route map[string]string) func(ctx context.Context, network, add
 	}
 }
 
-// harness returns a Harness whose clients come from newClient, with Crash,
-// Partition and Delay acting on each client's proxies, and PauseServer and
-// RestartServer on servers.
+// harness returns a Harness whose clients come from newClient, each behind fault
+// proxies of its own (one per server) for Crash, Partition and Delay, with
+// PauseServer and RestartServer acting on servers.
 func harness(servers []*testenv.Server, newClient func(t *testing.T, route map[string]string) redis.UniversalClient, afterRestart func(t *testing.T)) conformance.Harness {
-	reg := &registry{}
 	addrs := make([]string, len(servers))
 	for i, s := range servers {
 		addrs[i] = s.Addr()
 	}
 	return conformance.Harness{
-		NewClient: func(t *testing.T) distlock.Locker {
+		NewClient: func(t *testing.T) conformance.Client {
 			ps, route := proxies(t, addrs)
 			c := newClient(t, route)
 			// Registered after the proxies' cleanups, so it runs before them.
 			t.Cleanup(func() { _ = c.Close() })
 			warmUp(t, c)
-			l := redislock.New(c, nil)
-			reg.add(l, &testClient{client: c, proxies: ps})
-			return l
+			return conformance.Client{
+				Locker: redislock.New(c, nil),
+				Crash:  func() { _ = c.Close() },
+				Partition: func() func() {
+					for _, p := range ps {
+						p.Blackhole()
+					}
+					return func() {
+						for _, p := range ps {
+							p.Heal()
+						}
+					}
+				},
+				Delay: func(d time.Duration) func() {
+					for _, p := range ps {
+						p.Delay(d)
+					}
+					return func() {
+						for _, p := range ps {
+							p.Delay(0)
+						}
+					}
+				},
+			}
 		},
-		Caps: conformance.Capabilities{
-			MaxKeyLen: redislock.DefaultMaxKeyLen,
-			Waiter:    true,
-			Inspector: true,
-		},
+		Caps: conformance.Capabilities{MaxKeyLen: redislock.DefaultMaxKeyLen},
 		Faults: conformance.Faults{
-			Crash: func(t *testing.T, l distlock.Locker) {
-				_ = reg.get(t, l).client.Close()
-			},
-			Partition: func(t *testing.T, l distlock.Locker) func() {
-				tc := reg.get(t, l)
-				for _, p := range tc.proxies {
-					p.Blackhole()
-				}
-				return func() {
-					for _, p := range tc.proxies {
-						p.Heal()
-					}
-				}
-			},
-			Delay: func(t *testing.T, l distlock.Locker, d time.Duration) func() {
-				tc := reg.get(t, l)
-				for _, p := range tc.proxies {
-					p.Delay(d)
-				}
-				return func() {
-					for _, p := range tc.proxies {
-						p.Delay(0)
-					}
-				}
-			},
 			PauseServer: func(t *testing.T) func() {
 				for _, s := range servers {
 					s.Pause(t)

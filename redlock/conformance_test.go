@@ -1,13 +1,11 @@
 package redlock_test
 
 import (
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/redlock"
@@ -19,32 +17,6 @@ import (
 type proxiedClient struct {
 	clients []redis.UniversalClient
 	proxies []*faultproxy.Proxy
-}
-
-// registry maps the Lockers a harness made to their proxiedClients.
-type registry struct {
-	mu sync.Mutex
-	m  map[distlock.Locker]*proxiedClient
-}
-
-func (r *registry) add(l distlock.Locker, c *proxiedClient) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.m == nil {
-		r.m = make(map[distlock.Locker]*proxiedClient)
-	}
-	r.m[l] = c
-}
-
-func (r *registry) get(t *testing.T, l distlock.Locker) *proxiedClient {
-	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c := r.m[l]
-	if c == nil {
-		t.Fatalf("harness: Locker %p was not made by this harness", l)
-	}
-	return c
 }
 
 // proxied returns a Locker over the five nodes whose clients each dial through a
@@ -78,14 +50,36 @@ func proxied(t *testing.T, opts *redlock.Options) (*redlock.Locker, *proxiedClie
 // call's timeout is still at most a tenth of its ttl.
 var harnessOptions = &redlock.Options{NodeTimeout: time.Second}
 
-func TestConformance(t *testing.T) {
-	reg := &registry{}
-	conformance.Run(t, conformance.Harness{
-		NewClient: func(t *testing.T) distlock.Locker {
-			l, pc := proxied(t, harnessOptions)
-			reg.add(l, pc)
-			return l
+// conformanceClient is a conformance client: a Locker over the five nodes, each
+// reached through the client's own fault proxy.
+func conformanceClient(t *testing.T) conformance.Client {
+	l, pc := proxied(t, harnessOptions)
+	each := func(f func(p *faultproxy.Proxy)) {
+		for _, p := range pc.proxies {
+			f(p)
+		}
+	}
+	return conformance.Client{
+		Locker: l,
+		Crash: func() {
+			for _, c := range pc.clients {
+				_ = c.Close()
+			}
 		},
+		Partition: func() func() {
+			each((*faultproxy.Proxy).Blackhole)
+			return func() { each((*faultproxy.Proxy).Heal) }
+		},
+		Delay: func(d time.Duration) func() {
+			each(func(p *faultproxy.Proxy) { p.Delay(d) })
+			return func() { each(func(p *faultproxy.Proxy) { p.Delay(0) }) }
+		},
+	}
+}
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, conformance.Harness{
+		NewClient: conformanceClient,
 		Caps: conformance.Capabilities{
 			// A call gives each node a tenth of its ttl. Under -race on a loaded
 			// machine, a fresh client's first call (dial, handshake, NOSCRIPT and
@@ -95,37 +89,8 @@ func TestConformance(t *testing.T) {
 			// contention test's 8s ttl 800ms.
 			MinTTL:    2 * time.Second,
 			MaxKeyLen: redlock.DefaultMaxKeyLen,
-			Waiter:    true,
-			Inspector: true,
 		},
 		Faults: conformance.Faults{
-			Crash: func(t *testing.T, l distlock.Locker) {
-				for _, c := range reg.get(t, l).clients {
-					_ = c.Close()
-				}
-			},
-			Partition: func(t *testing.T, l distlock.Locker) func() {
-				pc := reg.get(t, l)
-				for _, p := range pc.proxies {
-					p.Blackhole()
-				}
-				return func() {
-					for _, p := range pc.proxies {
-						p.Heal()
-					}
-				}
-			},
-			Delay: func(t *testing.T, l distlock.Locker, d time.Duration) func() {
-				pc := reg.get(t, l)
-				for _, p := range pc.proxies {
-					p.Delay(d)
-				}
-				return func() {
-					for _, p := range pc.proxies {
-						p.Delay(0)
-					}
-				}
-			},
 			PauseServer: func(t *testing.T) func() {
 				for _, s := range nodes {
 					s.Pause(t)

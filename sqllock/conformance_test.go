@@ -24,81 +24,74 @@ func splitHostPort(t testing.TB, addr string) (string, uint16) {
 	return host, uint16(n)
 }
 
-// proxyFaults are the faults of a backend whose clients each talk to the server
-// through their own proxy, and whose server is srv. An External server (given by an
+// proxied returns l as a conformance client whose Crash, Partition and Delay act on
+// its own connection pool and fault proxy.
+func proxied(t *testing.T, l distlock.Locker) conformance.Client {
+	c := clientOf(t, l)
+	return conformance.Client{
+		Locker: l,
+		Crash:  c.crash,
+		Partition: func() func() {
+			c.proxy.Blackhole()
+			return c.proxy.Heal
+		},
+		Delay: func(d time.Duration) func() {
+			c.proxy.Delay(d)
+			return func() { c.proxy.Delay(0) }
+		},
+	}
+}
+
+// serverFaults are the faults of the server srv. An External server (given by an
 // environment variable) cannot be paused or restarted: those tests are then
 // reported as not run.
-func proxyFaults(srv interface {
+func serverFaults(srv interface {
 	Pause(testing.TB)
 	Resume(testing.TB)
 	Restart(testing.TB)
 	External() bool
 }) conformance.Faults {
-	f := conformance.Faults{
-		Crash: func(t *testing.T, l distlock.Locker) { clientOf(t, l).crash() },
-		Partition: func(t *testing.T, l distlock.Locker) func() {
-			p := clientOf(t, l).proxy
-			p.Blackhole()
-			return p.Heal
-		},
-		Delay: func(t *testing.T, l distlock.Locker, d time.Duration) func() {
-			p := clientOf(t, l).proxy
-			p.Delay(d)
-			return func() { p.Delay(0) }
-		},
+	if srv.External() {
+		return conformance.Faults{}
+	}
+	return conformance.Faults{
 		PauseServer: func(t *testing.T) func() {
 			srv.Pause(t)
 			return func() { srv.Resume(t) }
 		},
 		RestartServer: func(t *testing.T) { srv.Restart(t) },
 	}
-	if srv.External() {
-		f.PauseServer, f.RestartServer = nil, nil
-	}
-	return f
 }
 
 func TestConformancePostgres(t *testing.T) {
 	conformance.Run(t, conformance.Harness{
-		NewClient: func(t *testing.T) distlock.Locker {
-			return newPG(t, &Options{Table: "conformance"})
+		NewClient: func(t *testing.T) conformance.Client {
+			return proxied(t, newPG(t, &Options{Table: "conformance"}))
 		},
-		Caps: conformance.Capabilities{
-			MaxKeyLen: MaxKeyLen,
-			Waiter:    true,
-			Inspector: true,
-		},
-		Faults: proxyFaults(pgSrv),
+		Caps:   conformance.Capabilities{MaxKeyLen: MaxKeyLen},
+		Faults: serverFaults(pgSrv),
 	})
 }
 
 func TestConformanceMariaDB(t *testing.T) {
 	conformance.Run(t, conformance.Harness{
-		NewClient: func(t *testing.T) distlock.Locker {
-			return newMy(t, &Options{Table: "conformance"})
+		NewClient: func(t *testing.T) conformance.Client {
+			return proxied(t, newMy(t, &Options{Table: "conformance"}))
 		},
-		Caps: conformance.Capabilities{
-			MaxKeyLen: MaxKeyLen,
-			Inspector: true,
-		},
-		Faults: proxyFaults(mySrv),
+		Caps:   conformance.Capabilities{MaxKeyLen: MaxKeyLen},
+		Faults: serverFaults(mySrv),
 	})
 }
 
 func TestConformanceSQLite(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "locks.db")
 	conformance.Run(t, conformance.Harness{
-		NewClient: func(t *testing.T) distlock.Locker {
-			return newLite(t, path, &Options{Table: "conformance"})
-		},
-		Caps: conformance.Capabilities{
-			MaxKeyLen: MaxKeyLen,
-			Inspector: true,
-		},
 		// SQLite has no server to partition, delay, pause or restart; Crash closes
 		// the client's database handle.
-		Faults: conformance.Faults{
-			Crash: func(t *testing.T, l distlock.Locker) { clientOf(t, l).crash() },
+		NewClient: func(t *testing.T) conformance.Client {
+			l := newLite(t, path, &Options{Table: "conformance"})
+			return conformance.Client{Locker: l, Crash: clientOf(t, l).crash}
 		},
+		Caps: conformance.Capabilities{MaxKeyLen: MaxKeyLen},
 	})
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/zklock"
 )
@@ -17,12 +16,27 @@ import (
 // with the servers that addrs returns, through fault proxies of their own. pause and
 // restart act on the servers.
 func harness(addrs func() []string, pause func(t *testing.T) func(), restart func(t *testing.T)) conformance.Harness {
-	reg := &registry{}
 	return conformance.Harness{
-		NewClient: func(t *testing.T) distlock.Locker {
+		NewClient: func(t *testing.T) conformance.Client {
 			c := newClient(t, addrs(), sessionTimeout, nil, true)
-			reg.add(c)
-			return c.l
+			return conformance.Client{
+				Locker: c.l,
+				// Closing the connection ends the session at once (closeSession):
+				// the server deletes the session's lock nodes.
+				Crash: func() { c.conn.Close() },
+				// A cut rather than a blackhole: go-zookeeper waits 10 × 2/3 of the
+				// session timeout for a handshake answer, so a blackholed reconnect
+				// outlasts the suite's retries after healing. TestBlackholedHolder
+				// covers the blackhole.
+				Partition: func() func() {
+					c.cut()
+					return c.heal
+				},
+				Delay: func(d time.Duration) func() {
+					c.delay(d)
+					return func() { c.delay(0) }
+				},
+			}
 		},
 		Caps: conformance.Capabilities{
 			SessionExpiry: true,
@@ -31,27 +45,8 @@ func harness(addrs func() []string, pause func(t *testing.T) func(), restart fun
 			// is for a loaded machine.
 			Grace:     sessionTimeout + time.Second,
 			MaxKeyLen: zklock.MaxKeyLen,
-			Waiter:    true,
-			Inspector: true,
 		},
 		Faults: conformance.Faults{
-			// Closing the connection ends the session at once (closeSession): the
-			// server deletes the session's lock nodes.
-			Crash: func(t *testing.T, l distlock.Locker) { reg.get(t, l).conn.Close() },
-			// A cut rather than a blackhole: go-zookeeper waits 10 × 2/3 of the
-			// session timeout for a handshake answer, so a blackholed reconnect
-			// outlasts the suite's retries after healing. TestBlackholedHolder covers
-			// the blackhole.
-			Partition: func(t *testing.T, l distlock.Locker) func() {
-				c := reg.get(t, l)
-				c.cut()
-				return c.heal
-			},
-			Delay: func(t *testing.T, l distlock.Locker, d time.Duration) func() {
-				c := reg.get(t, l)
-				c.delay(d)
-				return func() { c.delay(0) }
-			},
 			PauseServer:   pause,
 			RestartServer: restart,
 		},
