@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/distlock/distlock/internal/faultproxy"
 )
 
 // Environment variables of the etcd methods.
@@ -112,7 +114,7 @@ func (e *Env) Etcd() (*Server, error) {
 		}
 		return c.Members[0], nil
 	}
-	c, err := e.startEtcdCluster("etcd", 1)
+	c, err := e.startEtcdCluster("etcd", 1, false)
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +125,8 @@ func (e *Env) Etcd() (*Server, error) {
 type EtcdCluster struct {
 	// Members are the cluster's members; each Server's Addr is its client endpoint.
 	Members []*Server
+
+	boot *etcdBoot // how the members were configured; nil for External members
 }
 
 // EtcdCluster returns a new etcd cluster of n members on loopback, each with its own
@@ -134,8 +138,13 @@ type EtcdCluster struct {
 // one per endpoint in it (however many there are), after checking that the cluster
 // has a leader; tests that kill or pause members then fail with a clear message.
 func (e *Env) EtcdCluster(n int) (*EtcdCluster, error) {
+	return e.etcdCluster(n, false)
+}
+
+// etcdCluster is EtcdCluster, with peer proxies when proxied.
+func (e *Env) etcdCluster(n int, proxied bool) (*EtcdCluster, error) {
 	if n <= 0 {
-		return nil, fmt.Errorf("testenv: EtcdCluster(%d): n must be positive", n)
+		return nil, fmt.Errorf("testenv: etcd cluster of %d members: n must be positive", n)
 	}
 	if v := os.Getenv(EnvEtcdEndpoints); v != "" {
 		return e.externalEtcd(v)
@@ -143,10 +152,13 @@ func (e *Env) EtcdCluster(n int) (*EtcdCluster, error) {
 	var errs []error
 	for range startAttempts {
 		name := "etcd-cluster"
+		if proxied {
+			name = "etcd-proxied"
+		}
 		e.mu.Lock()
 		name += "-" + strconv.Itoa(e.seq+1)
 		e.mu.Unlock()
-		c, err := e.startEtcdCluster(name, n)
+		c, err := e.startEtcdCluster(name, n, proxied)
 		if err == nil {
 			return c, nil
 		}
@@ -292,32 +304,53 @@ func (e *Env) externalEtcd(v string) (*EtcdCluster, error) {
 	return c, nil
 }
 
-// etcdBoot collects the ports of the members of a cluster that is being started, so
-// that each member's configuration can list every peer (initial-cluster).
+// etcdBoot collects the peer URLs of the members of a cluster that is being
+// started, so that each member's configuration can list every peer
+// (initial-cluster), and holds what later starts of a member need.
 type etcdBoot struct {
-	name  string
-	n     int
-	mu    sync.Mutex
-	peers map[string]int // member name -> peer port
-	all   chan struct{}  // closed once every member's peer port is known
+	env     *Env
+	name    string
+	n       int
+	proxied bool // peer traffic goes through a proxy per member (etcd_peers.go)
+	mu      sync.Mutex
+	ports   map[string]int               // member name -> the peer port it listens on
+	peers   map[string]string            // member name -> the peer URL it advertises
+	proxies map[string]*faultproxy.Proxy // member name -> its peer proxy, when proxied
+	rejoin  map[string]bool              // members that start empty in a running cluster (LoseData)
+	servers []*Server                    // the members, once started
+	all     chan struct{}                // closed once every member's peer URL is known
+}
+
+// memberName is the name of member i of a cluster of n named name.
+func (b *etcdBoot) memberName(i int) string {
+	if b.n == 1 {
+		return b.name
+	}
+	return fmt.Sprintf("%s-%d", b.name, i)
 }
 
 // startEtcdCluster starts n members named name-0 ... (or just name when n is 1)
-// together, and returns once each is ready. On failure it stops what it started.
-func (e *Env) startEtcdCluster(name string, n int) (*EtcdCluster, error) {
+// together, and returns once each is ready; with proxied, each member's peer
+// traffic goes through a fault proxy (see EtcdProxiedCluster). On failure it stops
+// what it started.
+func (e *Env) startEtcdCluster(name string, n int, proxied bool) (*EtcdCluster, error) {
 	bin, err := EtcdBin()
 	if err != nil {
 		return nil, err
 	}
-	boot := &etcdBoot{name: name, n: n, peers: make(map[string]int), all: make(chan struct{})}
-	c := &EtcdCluster{Members: make([]*Server, n)}
+	boot := &etcdBoot{env: e, name: name, n: n, proxied: proxied, ports: make(map[string]int),
+		peers: make(map[string]string), proxies: make(map[string]*faultproxy.Proxy),
+		rejoin: make(map[string]bool), all: make(chan struct{})}
+	if proxied {
+		// After the members stopped: a member stopping while its peers cannot
+		// reach it waits for them.
+		e.Cleanup(boot.closeProxies)
+	}
+	c := &EtcdCluster{Members: make([]*Server, n), boot: boot}
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		member := name
-		if n > 1 {
-			member = fmt.Sprintf("%s-%d", name, i)
-		}
+		member := boot.memberName(i)
 		wg.Go(func() {
 			c.Members[i], errs[i] = e.StartProcess(ProcessSpec{
 				Name:    member,
@@ -340,8 +373,14 @@ func (e *Env) startEtcdCluster(name string, n int) (*EtcdCluster, error) {
 				s.Stop()
 			}
 		}
+		boot.closeProxies()
 		return nil, err
 	}
+	boot.mu.Lock()
+	for _, s := range c.Members {
+		boot.servers = append(boot.servers, s)
+	}
+	boot.mu.Unlock()
 	return c, nil
 }
 
@@ -350,13 +389,25 @@ func (e *Env) startEtcdCluster(name string, n int) (*EtcdCluster, error) {
 func (b *etcdBoot) prepare(s *Server, member string) error {
 	ports := s.Ports()
 	b.mu.Lock()
-	if old, ok := b.peers[member]; ok && old != ports[1] {
+	if old, ok := b.ports[member]; ok && old != ports[1] {
 		b.mu.Unlock()
 		// The other members already started with the old port in their
 		// initial-cluster; EtcdCluster starts a new cluster instead.
 		return fmt.Errorf("member %s got new ports after a failed start", member)
 	}
-	b.peers[member] = ports[1]
+	if _, ok := b.ports[member]; !ok {
+		b.ports[member] = ports[1]
+		b.peers[member] = fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+		if b.proxied {
+			p, err := faultproxy.New(fmt.Sprintf("127.0.0.1:%d", ports[1]), nil)
+			if err != nil {
+				b.mu.Unlock()
+				return fmt.Errorf("peer proxy of member %s: %w", member, err)
+			}
+			b.proxies[member] = p
+			b.peers[member] = "http://" + p.Addr()
+		}
+	}
 	if len(b.peers) == b.n {
 		select {
 		case <-b.all:
@@ -372,8 +423,13 @@ func (b *etcdBoot) prepare(s *Server, member string) error {
 	}
 	b.mu.Lock()
 	var initial []string
-	for m, p := range b.peers {
-		initial = append(initial, fmt.Sprintf("%s=http://127.0.0.1:%d", m, p))
+	for m, u := range b.peers {
+		initial = append(initial, m+"="+u)
+	}
+	advertised := b.peers[member]
+	state := "new" // ignored once the data directory exists
+	if b.rejoin[member] {
+		state = "existing"
 	}
 	b.mu.Unlock()
 	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
@@ -384,9 +440,9 @@ func (b *etcdBoot) prepare(s *Server, member string) error {
 		"listen-client-urls":          client,
 		"advertise-client-urls":       client,
 		"listen-peer-urls":            peer,
-		"initial-advertise-peer-urls": peer,
+		"initial-advertise-peer-urls": advertised,
 		"initial-cluster":             strings.Join(initial, ","),
-		"initial-cluster-state":       "new", // ignored once the data directory exists
+		"initial-cluster-state":       state,
 		"initial-cluster-token":       b.name,
 		"heartbeat-interval":          EtcdHeartbeat.Milliseconds(),
 		"election-timeout":            EtcdElectionTimeout.Milliseconds(),
