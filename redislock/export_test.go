@@ -22,3 +22,6 @@ func (l *Locker) Names(key string) (lock, fence, channel string) {
 // SetHubPing sets how long the Locker's pub/sub connection may stay silent before
 // it is pinged (and, silent as long again, replaced). Call it before the first Wait.
 func (l *Locker) SetHubPing(d time.Duration) { l.hub.ping = d }
+
+// UnlockScriptHash returns the SHA1 of the unlock script, for tests that watch for it.
+func UnlockScriptHash() string { return unlockScript.Hash() }

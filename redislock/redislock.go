@@ -266,6 +266,8 @@ func (l *Locker) removeHalfMade(ctx context.Context, n names, token string, ttl 
 // distlock.ErrLocked, naming the holder's owner label, when another lease holds key.
 //
 // The Lease's Expires is the time taken before the request was sent, plus ttl. When
+// the reply comes after that (the round trip outlasted ttl), TryLock returns an error
+// that does not wrap ErrLocked and removes the lock, as for an unknown outcome. When
 // the outcome is unknown (a transport error, a timeout, ctx done while the request was
 // in flight) TryLock returns an error that does not wrap ErrLocked and removes any
 // lock the attempt made, in the background, with a fresh context bounded by ttl (at
@@ -311,14 +313,24 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 		}
 		return distlock.Lease{}, fmt.Errorf("redislock: key %s is held by %q for up to %v more: %w", showKey(key), r.owner, r.holder, distlock.ErrLocked)
 	}
-	return distlock.Lease{Key: key, Token: token, Fence: uint64(r.fence), Expires: start.Add(ttl)}, nil
+	expires := start.Add(ttl)
+	if now := time.Now(); !expires.After(now) {
+		// The lease ended before its reply came: give its lock back.
+		l.removeHalfMade(ctx, n, token, ttl)
+		return distlock.Lease{}, fmt.Errorf("redislock: TryLock of key %s: the reply came %v after the request, later than ttl %v: the lease had already expired; its lock is being removed",
+			showKey(key), now.Sub(start), ttl)
+	}
+	return distlock.Lease{Key: key, Token: token, Fence: uint64(r.fence), Expires: expires}, nil
 }
 
 // Renew extends lease to ttl from now, if its token still owns the key (an atomic
 // GET-compare-PEXPIRE script), and returns the new Lease, whose Expires is the time
-// taken before the request was sent plus ttl. It returns an error wrapping
-// distlock.ErrNotHeld when the lease expired, was released or another lease holds the
-// key. Any other error leaves the lease's state unknown; the old Expires bounds it.
+// taken before the request was sent plus ttl. It never shortens the lock on the
+// server: when the lock has more than ttl left, the script leaves it as it is, so
+// the server holds the key until at least max(the old expiry, now + ttl). It returns
+// an error wrapping distlock.ErrNotHeld when the lease expired, was released or
+// another lease holds the key. Any other error (a transport error, ctx done, a reply
+// that came after ttl) leaves the lease's state unknown; the old Expires bounds it.
 func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
 	start := time.Now()
 	if err := l.checkLease(lease, &ttl); err != nil {
@@ -338,7 +350,12 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	if renewed != 1 {
 		return distlock.Lease{}, fmt.Errorf("redislock: Renew of key %s (fence %d): %w", showKey(lease.Key), lease.Fence, distlock.ErrNotHeld)
 	}
-	lease.Expires = start.Add(ttl)
+	expires := start.Add(ttl)
+	if now := time.Now(); !expires.After(now) {
+		return distlock.Lease{}, fmt.Errorf("redislock: Renew of key %s (fence %d): the reply came %v after the request, later than ttl %v; the old Expires still bounds the lease",
+			showKey(lease.Key), lease.Fence, now.Sub(start), ttl)
+	}
+	lease.Expires = expires
 	return lease, nil
 }
 

@@ -44,14 +44,20 @@ if i then owner = string.sub(v, i + 1) end
 return {owner, redis.call('PTTL', KEYS[1])}
 `)
 
-// renewScript extends the lock when ARGV[1] still owns it.
+// renewScript extends the lock when ARGV[1] still owns it, and never shortens it: it
+// sets the time to live to ARGV[2] only when the lock has less than that left, so
+// the server holds the lock until max(what it held, now + ttl). A Renew whose reply
+// is lost therefore leaves the old Lease's Expires a valid bound, whatever ttl it
+// asked for.
 //
 // KEYS[1] lock key; ARGV[1] "<token>|", ARGV[2] ttl in ms. Returns 1 on success, 0
 // when the token does not own the lock.
 var renewScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, #ARGV[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  end
   return 1
 end
 return 0
