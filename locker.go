@@ -93,6 +93,9 @@ var (
 	// ErrInvalid means a bad argument: an empty or oversized key, ttl <= 0, a zero
 	// Lease, a bad option. It is always wrapped with a message naming the value.
 	ErrInvalid = errors.New("distlock: invalid argument")
+	// ErrClosed means that the Locker was closed: every call after Close returns it
+	// (wrapped in an *OpError).
+	ErrClosed = errors.New("distlock: locker is closed")
 )
 
 // A Holder describes the current holder of a key, as an Inspector sees it. It carries
