@@ -1,0 +1,273 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// TryLock makes one attempt to acquire key for ttl on a quorum of the nodes.
+//
+// Phase 1 runs a script on every node at once that takes the node's lock if it is
+// free (SET NX PX, on the node's clock) and increments the node's fence counter for
+// key. Given a quorum of locks, the Lease's Fence is the largest counter among the
+// nodes it locked. Where every locked node returned that largest value (the usual
+// case) the attempt is done in one round trip; otherwise phase 2 raises the counter
+// to the Fence on the nodes that lag, and a quorum of locked nodes must then hold a
+// counter at least the Fence before TryLock succeeds. See the package documentation
+// for why that makes fences increase across different majorities.
+//
+// The Lease's Expires is the time taken before phase 1 was sent, plus ttl, minus the
+// clock-drift allowance (see Drift); TryLock fails unless Expires is still ahead when
+// the quorum is complete. Each node gets NodeTimeout(ttl) per phase: a slow or dead
+// node is counted as failed, not waited for.
+//
+// A failed attempt removes the locks it made (and any it may have made, on nodes
+// whose outcome is unknown) on every node, with a fresh context bounded by the ttl
+// (at least 1s, at most 5s), never the caller's dead one. It returns an error
+// wrapping distlock.ErrLocked, naming the owner that holds the most nodes, when
+// other owners hold the key on nodes that answered and keep this attempt from a
+// quorum that the answering nodes could otherwise have given. Otherwise (too few
+// nodes answered, the quorum took longer than the validity, ctx ended) it returns
+// an error that does not wrap ErrLocked and names each failing node.
+func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	start := time.Now() // before anything else: Expires counts from here
+	if err := distlock.ValidateKey(key, l.opts.MaxKeyLen); err != nil {
+		return distlock.Lease{}, err
+	}
+	if err := l.checkTTL(ttl); err != nil {
+		return distlock.Lease{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return distlock.Lease{}, fmt.Errorf("redlock: TryLock of key %s: %w", showKey(key), err)
+	}
+	n := l.names(key)
+	token := distlock.NewToken()
+	ms := millis(ttl)
+	nt := l.NodeTimeout(ttl)
+	expires := start.Add(ttl - l.Drift(ttl))
+
+	// Nodes that answer after phase 1 stopped waiting for them (late) join the
+	// lease if the attempt succeeded (their counter raised to its fence) and are
+	// released if it failed, or if the lease was unlocked meanwhile; those that
+	// answer before the outcome is known wait for it in att.
+	att := &attempt{}
+	settle := func(i int) {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout(ttl))
+		defer cancel()
+		if att.succeeded && !att.unlocked.Load() {
+			_, _ = l.raiseOn(cctx, i, n, token, att.fence)
+		} else {
+			_, _ = l.releaseOn(cctx, i, n, token)
+		}
+	}
+	res := fanout(ctx, l, nil, nt,
+		func(ctx context.Context, i int) (phase1, error) { return l.acquireOn(ctx, i, n, token, ms) },
+		func(i int, r phase1, err error) {
+			if att.lateAnswer(i) {
+				if err != nil || r.locked { // else another owner's lock: nothing of ours
+					settle(i)
+				}
+				att.settled(l, token)
+			}
+		},
+		l.decidedAcquire, true)
+	defer func() {
+		// Settle the late answers that came before the outcome was known (the
+		// unanswered ones whose calls failed are released either way).
+		for _, i := range att.early {
+			go func() {
+				settle(i)
+				att.settled(l, token)
+			}()
+		}
+	}()
+	var locked, held, failed []int
+	var fence int64
+	for i, r := range res {
+		switch {
+		case r.err != nil:
+			failed = append(failed, i)
+		case r.v.locked:
+			locked = append(locked, i)
+			fence = max(fence, r.v.fence)
+		default:
+			held = append(held, i)
+		}
+	}
+	fail := func(err error) (distlock.Lease, error) {
+		att.decide(l, token, res, false, 0)
+		// Wait for the locks that answered (they answer fast); nodes whose outcome is
+		// unknown are cleaned up in the background.
+		l.release(ctx, locked, n, token, ttl, nt)
+		l.release(ctx, failed, n, token, ttl, 0)
+		return distlock.Lease{}, err
+	}
+	if len(locked) < l.quorum {
+		return fail(l.noQuorum(ctx, key, res, locked, held))
+	}
+
+	// Phase 2: raise the lagging counters. Only locked nodes count towards the
+	// quorum; raising the others too keeps the counters in step for later
+	// acquisitions.
+	ok := 0
+	var lagLocked, lagOther []int
+	for i, r := range res {
+		switch {
+		case r.err != nil:
+		case r.v.fence >= fence:
+			if r.v.locked {
+				ok++
+			}
+		case r.v.locked:
+			lagLocked = append(lagLocked, i)
+		default:
+			lagOther = append(lagOther, i)
+		}
+	}
+	raise := func(ctx context.Context, i int) (bool, error) { return l.raiseOn(ctx, i, n, token, fence) }
+	if ok < l.quorum {
+		res2 := fanout(ctx, l, append(lagLocked, lagOther...), nt, raise, nil, func(res []reply[bool]) bool {
+			more := 0
+			for _, i := range lagLocked {
+				if r := res[i]; r.answered && r.err == nil && r.v {
+					more++
+				}
+			}
+			return ok+more >= l.quorum
+		}, false)
+		for _, i := range lagLocked {
+			if r := res2[i]; r.err == nil && r.v {
+				ok++
+			}
+		}
+		if ok < l.quorum {
+			errs := nodeErrors(l, res2)
+			if ctx.Err() != nil {
+				errs = append(errs, ctx.Err())
+			}
+			return fail(fmt.Errorf("redlock: TryLock of key %s: fence %d recorded on only %d of %d nodes (quorum %d); released: %w",
+				showKey(key), fence, ok, len(l.nodes), l.quorum, errors.Join(errs...)))
+		}
+	} else if lag := append(lagLocked, lagOther...); len(lag) > 0 {
+		// Not needed for this lease: raise in the background, bounded.
+		go func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout(ttl))
+			defer cancel()
+			fanout(cctx, l, lag, nt, raise, nil, nil, false)
+		}()
+	}
+	if now := time.Now(); !expires.After(now) {
+		return fail(fmt.Errorf("redlock: TryLock of key %s: the quorum took %v, more than ttl %v less the drift allowance %v; released",
+			showKey(key), now.Sub(start), ttl, l.Drift(ttl)))
+	}
+	att.decide(l, token, res, true, fence)
+	return distlock.Lease{Key: key, Token: token, Fence: uint64(fence), Expires: expires}, nil
+}
+
+// An attempt records the outcome of one TryLock for the nodes that answer phase 1
+// after it stopped waiting for them. A successful attempt with such nodes
+// outstanding is registered in Locker.late under its token, so that Unlock can tell
+// them to release rather than join the lease.
+type attempt struct {
+	mu          sync.Mutex
+	done        bool
+	succeeded   bool
+	fence       int64
+	early       []int // late answers that came before the outcome was known
+	outstanding int   // late answers not yet settled (known once done)
+	unlocked    atomic.Bool
+}
+
+// lateAnswer reports whether node i's late answer is to be settled now (the outcome
+// is known); otherwise it records it in a.early, which TryLock settles.
+func (a *attempt) lateAnswer(i int) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.done {
+		a.early = append(a.early, i)
+	}
+	return a.done
+}
+
+// decide records the outcome, given phase 1's replies: every node that did not
+// answer in time will answer late exactly once. After it, a.early no longer changes.
+func (a *attempt) decide(l *Locker, token string, res []reply[phase1], succeeded bool, fence int64) {
+	late := 0
+	for _, r := range res {
+		if r.ran && errors.Is(r.err, errNoReply) {
+			late++
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.done, a.succeeded, a.fence, a.outstanding = true, succeeded, fence, late
+	if succeeded && late > 0 {
+		l.late.Store(token, a)
+	}
+}
+
+// settled counts one late answer as settled.
+func (a *attempt) settled(l *Locker, token string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.outstanding--; a.outstanding == 0 {
+		l.late.Delete(token)
+	}
+}
+
+// noQuorum builds the error of an attempt that locked fewer than a quorum of nodes.
+func (l *Locker) noQuorum(ctx context.Context, key string, res []reply[phase1], locked, held []int) error {
+	answered := len(locked) + len(held)
+	if len(held) > 0 && answered >= l.quorum && ctx.Err() == nil {
+		// The answering nodes could have made a quorum: other owners took it.
+		owners := make(map[string]int)
+		var holdFor time.Duration
+		for _, i := range held {
+			owners[res[i].v.owner]++
+			holdFor = max(holdFor, res[i].v.holdFor)
+		}
+		top, most := "", 0
+		for o, c := range owners {
+			if c > most || (c == most && o < top) {
+				top, most = o, c
+			}
+		}
+		return fmt.Errorf("redlock: key %s is held by %q on %d of %d nodes (%d held by others in all, %d answered, quorum %d) for up to %v more: %w",
+			showKey(key), top, most, len(l.nodes), len(held), answered, l.quorum, holdFor, distlock.ErrLocked)
+	}
+	errs := nodeErrors(l, res)
+	if err := ctx.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	return fmt.Errorf("redlock: TryLock of key %s: locked %d of %d nodes, %d held by others, %d failed (quorum %d); released: %w",
+		showKey(key), len(locked), len(l.nodes), len(held), len(l.nodes)-answered, l.quorum, errors.Join(errs...))
+}
+
+// decidedAcquire reports whether phase 1's answers so far decide TryLock's result,
+// including which error it returns: a quorum locked; or a quorum is out of reach
+// and either other owners' locks are what keeps it so among enough answering nodes
+// to call it contention (ErrLocked), or so many nodes failed that it cannot be
+// contention (another error).
+func (l *Locker) decidedAcquire(res []reply[phase1]) bool {
+	locked, held, failed, waiting := 0, 0, 0, 0
+	for _, r := range res {
+		switch {
+		case r.failedOrSuspect():
+			failed++
+		case !r.answered:
+			waiting++
+		case r.v.locked:
+			locked++
+		default:
+			held++
+		}
+	}
+	q := l.quorum
+	return locked >= q || failed > len(l.nodes)-q || (locked+waiting < q && held > 0 && locked+held >= q)
+}

@@ -1,0 +1,83 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// phase1 is one node's answer to acquireScript.
+type phase1 struct {
+	locked  bool
+	fence   int64         // the node's fence counter (after the increment when locked)
+	owner   string        // the holder's label when not locked
+	holdFor time.Duration // the holder's remaining time to live when not locked
+}
+
+// testHookAcquire, when set (by tests), runs before phase 1's script is sent to a
+// node, with the node's index.
+var testHookAcquire atomic.Pointer[func(i int)]
+
+func (l *Locker) acquireOn(ctx context.Context, i int, n names, token string, ms int64) (phase1, error) {
+	if hook := testHookAcquire.Load(); hook != nil {
+		(*hook)(i)
+	}
+	v, err := acquireScript.Run(ctx, l.nodes[i].c, []string{n.lock, n.fence}, token, ms, l.opts.Owner).Result()
+	if err != nil {
+		return phase1{}, err
+	}
+	switch v := v.(type) {
+	case int64:
+		if v > 0 {
+			return phase1{locked: true, fence: v}, nil
+		}
+	case []any:
+		if len(v) == 3 {
+			fence, _ := v[0].(int64)
+			owner, _ := v[1].(string)
+			pttl, _ := v[2].(int64)
+			return phase1{fence: fence, owner: owner, holdFor: time.Duration(pttl) * time.Millisecond}, nil
+		}
+	}
+	return phase1{}, fmt.Errorf("redlock: unexpected reply %#v from the acquire script", v)
+}
+
+func (l *Locker) raiseOn(ctx context.Context, i int, n names, token string, fence int64) (bool, error) {
+	v, err := raiseScript.Run(ctx, l.nodes[i].c, []string{n.lock, n.fence}, token, fence).Int64()
+	return v == 1, err
+}
+
+func (l *Locker) releaseOn(ctx context.Context, i int, n names, token string) (bool, error) {
+	v, err := unlockScript.Run(ctx, l.nodes[i].c, []string{n.lock}, token, n.channel).Int64()
+	return v == 1, err
+}
+
+// release removes token's lock from the nodes in idx with a fresh context that
+// outlives the caller's (context.WithoutCancel), bounded by cleanupTimeout(ttl). It
+// waits for the nodes while ctx is alive, at most wait; the rest finish in the
+// background.
+func (l *Locker) release(ctx context.Context, idx []int, n names, token string, ttl, wait time.Duration) {
+	if len(idx) == 0 {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout(ttl))
+		defer cancel()
+		fanout(cctx, l, idx, cleanupTimeout(ttl), func(ctx context.Context, i int) (bool, error) {
+			return l.releaseOn(ctx, i, n, token)
+		}, nil, nil, false)
+	}()
+	if ctx.Err() != nil || wait <= 0 {
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,110 @@
+package redlock
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// Defaults and limits of Options.
+const (
+	// DefaultPrefix is the key namespace when Options.Prefix is empty. It differs
+	// from package redislock's, so the two never share keys on one server.
+	DefaultPrefix = "redlock"
+	// DefaultMaxKeyLen is the longest key, in bytes, when Options.MaxKeyLen is zero.
+	DefaultMaxKeyLen = 8 << 10
+	// MaxOwnerLen is the longest Options.Owner label, in bytes.
+	MaxOwnerLen = 256
+	// DefaultNodeTimeout is Options.NodeTimeout when it is zero.
+	DefaultNodeTimeout = 200 * time.Millisecond
+	// MinNodeTimeout is the smallest per-node timeout a call uses, whatever its ttl.
+	MinNodeTimeout = 5 * time.Millisecond
+	// DefaultDriftFactor and DefaultDriftConst are Options.DriftFactor and
+	// Options.DriftConst when they are zero: the clock-drift allowance of a lease of
+	// ttl is ttl*DriftFactor + DriftConst.
+	DefaultDriftFactor = 0.01
+	DefaultDriftConst  = 2 * time.Millisecond
+)
+
+// Options configure a Locker. A nil *Options means the defaults; so does each zero
+// field.
+type Options struct {
+	// Prefix is the namespace of every Redis key and channel the Locker uses on each
+	// node (see the package documentation for the layout). It must not contain '{'
+	// or '}'. Default DefaultPrefix ("redlock").
+	Prefix string
+	// Owner is a label stored with every lock this Locker takes; Inspect reports it
+	// and ErrLocked errors name it. It is for people, not for the owner check (that
+	// uses the Lease's Token). At most MaxOwnerLen bytes. Default "<hostname>:<pid>".
+	Owner string
+	// MaxKeyLen is the longest key, in bytes, that the Locker accepts; a longer one
+	// gives ErrInvalid. It must not be negative. Zero means DefaultMaxKeyLen (8 KiB).
+	MaxKeyLen int
+	// NodeTimeout caps how long a call waits for any one node. The timeout a call
+	// actually uses depends on its ttl:
+	//
+	//	TryLock, Renew:        max(MinNodeTimeout, min(NodeTimeout, ttl/10))
+	//	Unlock, Wait, Inspect: NodeTimeout
+	//
+	// so a slow or dead node costs an acquisition at most a tenth of its ttl per
+	// round trip, and a node that answers later than that is treated as failed. Set
+	// it above the round trip to your nodes under load, with a margin. It must not be
+	// negative. Zero means DefaultNodeTimeout (200ms).
+	NodeTimeout time.Duration
+	// DriftFactor and DriftConst make the clock-drift allowance of a lease of ttl:
+	// ttl*DriftFactor + DriftConst is subtracted from the lease's validity, for the
+	// difference between the rates of the client's and the nodes' clocks.
+	// DriftFactor must be in [0, 0.5) and DriftConst must not be negative; zero means
+	// the defaults (0.01 and 2ms).
+	DriftFactor float64
+	DriftConst  time.Duration
+}
+
+// withDefaults returns o with its zero fields filled in, or an error wrapping
+// distlock.ErrInvalid that names the bad option.
+func (o *Options) withDefaults() (Options, error) {
+	var r Options
+	if o != nil {
+		r = *o
+	}
+	if r.Prefix == "" {
+		r.Prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(r.Prefix, "{}") {
+		return r, fmt.Errorf("%w: redlock: Options.Prefix %q contains '{' or '}'", distlock.ErrInvalid, r.Prefix)
+	}
+	if r.Owner == "" {
+		r.Owner = distlock.DefaultOwner()
+	}
+	if len(r.Owner) > MaxOwnerLen {
+		return r, fmt.Errorf("%w: redlock: Options.Owner of %d bytes is longer than %d bytes", distlock.ErrInvalid, len(r.Owner), MaxOwnerLen)
+	}
+	if r.MaxKeyLen < 0 {
+		return r, fmt.Errorf("%w: redlock: Options.MaxKeyLen %d is negative", distlock.ErrInvalid, r.MaxKeyLen)
+	}
+	if r.MaxKeyLen == 0 {
+		r.MaxKeyLen = DefaultMaxKeyLen
+	}
+	if r.NodeTimeout < 0 {
+		return r, fmt.Errorf("%w: redlock: Options.NodeTimeout %v is negative", distlock.ErrInvalid, r.NodeTimeout)
+	}
+	if r.NodeTimeout == 0 {
+		r.NodeTimeout = DefaultNodeTimeout
+	}
+	if math.IsNaN(r.DriftFactor) || r.DriftFactor < 0 || r.DriftFactor >= 0.5 {
+		return r, fmt.Errorf("%w: redlock: Options.DriftFactor %v is not in [0, 0.5)", distlock.ErrInvalid, r.DriftFactor)
+	}
+	if r.DriftFactor == 0 {
+		r.DriftFactor = DefaultDriftFactor
+	}
+	if r.DriftConst < 0 {
+		return r, fmt.Errorf("%w: redlock: Options.DriftConst %v is negative", distlock.ErrInvalid, r.DriftConst)
+	}
+	if r.DriftConst == 0 {
+		r.DriftConst = DefaultDriftConst
+	}
+	return r, nil
+}
