@@ -37,9 +37,15 @@
 //     now (Renew, Unlock, Inspect of a free key, and the cause of a Held.Context
 //     that was cancelled because its lease was lost).
 //   - ErrInvalid: a bad argument, with a message that names it.
+//   - ErrClosed: the Locker was closed.
 //
-// Any other error from Renew leaves the lease in an unknown state: it is still held
-// until its Expires at most. Hold retries such errors until then.
+// Backends wrap every error in an *OpError that names the backend, the operation
+// and the key (shortened in the message); errors.As gives you its fields.
+//
+// Any other error from Renew (a timeout, a lost reply) leaves the lease in an
+// unknown state that its old Expires still bounds: a Renew never shortens what the
+// server holds, so whatever the server did, nobody else can hold the key before the
+// old Expires. Hold retries such errors until then.
 //
 // # Fencing
 //
