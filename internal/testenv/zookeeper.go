@@ -64,6 +64,8 @@ func (e *Env) ZooKeeper() (*Server, error) {
 type Ensemble struct {
 	// Nodes are the servers, in the order of their server ids (myid 1, 2, ...).
 	Nodes []*Server
+
+	peers *zkPeers // the fault proxies between the nodes; nil unless proxied
 }
 
 // Addrs returns the client addresses of the nodes, for zk.Connect.
@@ -193,18 +195,32 @@ func zkClasspath() (java, classpath string, err error) {
 // concurrently; each is ready once it answers imok and, in an ensemble, serves as
 // leader or follower.
 func (e *Env) startZooKeeper(prefix string, n int) ([]*Server, error) {
-	java, classpath, err := zkClasspath()
-	if err != nil {
-		return nil, err
-	}
 	// The peers' quorum and election ports go into every node's zoo.cfg, so they are
 	// chosen here, once; each node's client port is its Server's own port.
 	var peerPorts []int
 	if n > 1 {
+		var err error
 		if peerPorts, err = FreePorts(2 * n); err != nil {
 			return nil, err
 		}
 	}
+	views := make([][]int, n)
+	for i := range views {
+		views[i] = peerPorts
+	}
+	return e.startZooKeeperViews(prefix, views)
+}
+
+// startZooKeeperViews starts one server per element of views, concurrently, as
+// startZooKeeper does. views[i] holds the quorum and election port of every node
+// (2*len(views) ports) as node i reaches them: nodes may reach each other through
+// proxies (see ZooKeeperProxiedEnsemble). nil views[i] means standalone.
+func (e *Env) startZooKeeperViews(prefix string, views [][]int) ([]*Server, error) {
+	java, classpath, err := zkClasspath()
+	if err != nil {
+		return nil, err
+	}
+	n := len(views)
 	nodes := make([]*Server, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -215,10 +231,11 @@ func (e *Env) startZooKeeper(prefix string, n int) ([]*Server, error) {
 		}
 		dir, err := e.tempDir(name)
 		if err != nil {
-			return nil, err
+			errs[i] = err
+			break
 		}
 		wg.Go(func() {
-			nodes[i], errs[i] = e.StartProcess(zkSpec(name, dir, java, classpath, i+1, peerPorts))
+			nodes[i], errs[i] = e.StartProcess(zkSpec(name, dir, java, classpath, i+1, views[i]))
 		})
 	}
 	wg.Wait()
