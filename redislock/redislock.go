@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redisx"
 )
 
 // Defaults of Options.
@@ -195,6 +196,10 @@ func millis(ttl time.Duration) int64 {
 	return ms
 }
 
+// evalRetry bounds the EVAL that follows a NOSCRIPT reply when the call's context
+// ended while the EVALSHA waited (see redisx.Run).
+const evalRetry = 5 * time.Second
+
 // cleanupTimeout bounds the removal of a half-made lock: the lock expires by itself
 // after ttl, so waiting much longer is pointless; but give a short ttl a fair try.
 func cleanupTimeout(ttl time.Duration) time.Duration {
@@ -218,7 +223,7 @@ type acquired struct {
 }
 
 func (l *Locker) acquire(ctx context.Context, n names, token string, ms int64) (acquired, error) {
-	v, err := acquireScript.Run(ctx, l.client, []string{n.lock, n.fence}, token+"|"+l.opts.Owner, ms, token+"|").Result()
+	v, err := redisx.Run(ctx, l.client, acquireScript, evalRetry, []string{n.lock, n.fence}, token+"|"+l.opts.Owner, ms, token+"|").Result()
 	if err != nil {
 		return acquired{}, err
 	}
@@ -242,7 +247,7 @@ func (l *Locker) release(ctx context.Context, n names, token string) (bool, erro
 	if strings.Contains(token, "|") { // not one of ours: it owns nothing
 		return false, nil
 	}
-	v, err := unlockScript.Run(ctx, l.client, []string{n.lock}, token+"|", n.channel).Int64()
+	v, err := redisx.Run(ctx, l.client, unlockScript, evalRetry, []string{n.lock}, token+"|", n.channel).Int64()
 	return v == 1, err
 }
 
@@ -342,7 +347,7 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 		if strings.Contains(lease.Token, "|") { // not one of ours: it owns nothing
 			return 0, nil
 		}
-		return renewScript.Run(ctx, l.client, []string{n.lock}, lease.Token+"|", ms).Int64()
+		return redisx.Run(ctx, l.client, renewScript, evalRetry, []string{n.lock}, lease.Token+"|", ms).Int64()
 	}, nil)
 	if err != nil {
 		return distlock.Lease{}, fmt.Errorf("redislock: Renew of key %s (fence %d): %w", showKey(lease.Key), lease.Fence, err)
@@ -394,7 +399,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, erro
 	n := l.names(key)
 	start := time.Now()
 	v, err := call(ctx, &l.workers, func() ([]any, error) {
-		return inspectScript.Run(ctx, l.client, []string{n.lock, n.fence}).Slice()
+		return redisx.Run(ctx, l.client, inspectScript, evalRetry, []string{n.lock, n.fence}).Slice()
 	}, nil)
 	if errors.Is(err, redis.Nil) {
 		return distlock.Holder{}, fmt.Errorf("redislock: Inspect of key %s: key is free: %w", showKey(key), distlock.ErrNotHeld)

@@ -260,30 +260,33 @@ func TestResentAcquireIsIdempotent(t *testing.T) {
 }
 
 // TestTTLRoundsUp: the server must never free a key before Expires, so a ttl with a
-// fraction of a millisecond is rounded up, and one below a millisecond still works.
+// fraction of a millisecond is rounded up; one shorter than the round trip gives an
+// error (the lease would have expired before its reply), never ErrLocked.
 func TestTTLRoundsUp(t *testing.T) {
 	ctx := ctxT(t)
 	raw := newClient(t, redisSrv)
 	l := newLocker(t, nil)
+	if _, err := l.TryLock(ctx, testKey(t), time.Nanosecond); err == nil || errors.Is(err, distlock.ErrLocked) {
+		t.Fatalf("TryLock ttl 1ns: got %v, want an error (the reply comes after the ttl) that is not ErrLocked", err)
+	}
 	for _, tc := range []struct {
 		ttl  time.Duration
 		want time.Duration
 	}{
-		{time.Nanosecond, time.Millisecond},
-		{1500 * time.Microsecond, 2 * time.Millisecond},
+		{time.Second + time.Nanosecond, time.Second + time.Millisecond},
+		{time.Second + 1500*time.Microsecond, time.Second + 2*time.Millisecond},
 		{time.Hour + time.Nanosecond, time.Hour + time.Millisecond},
 	} {
 		key := testKey(t)
 		lease, err := l.TryLock(ctx, key, tc.ttl)
 		if err != nil {
-			// A 1ms lock may be gone before the PTTL below; TryLock itself must work.
 			t.Fatalf("TryLock ttl %v: %v", tc.ttl, err)
 		}
 		lock, _, _ := l.Names(key)
 		if got, err := raw.PTTL(ctx, lock).Result(); err != nil || got > tc.want {
 			t.Fatalf("ttl %v: server PTTL %v, %v; want at most %v", tc.ttl, got, err, tc.want)
 		}
-		if tc.ttl < time.Second {
+		if tc.ttl < time.Hour {
 			continue
 		}
 		// Renew rounds the same way.

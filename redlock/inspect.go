@@ -64,7 +64,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, erro
 	n := l.names(key)
 	start := time.Now()
 	res := fanout(ctx, l, nil, l.opts.NodeTimeout, func(ctx context.Context, i int) (lockView, error) {
-		v, err := inspectScript.Run(ctx, l.nodes[i].c, []string{n.lock}).Slice()
+		v, err := l.run(ctx, i, inspectScript, []string{n.lock}).Slice()
 		if errors.Is(err, redis.Nil) {
 			return lockView{free: true}, nil
 		}

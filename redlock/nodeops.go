@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/distlock/distlock/internal/redisx"
 )
 
 // phase1 is one node's answer to acquireScript.
@@ -23,7 +27,7 @@ func (l *Locker) acquireOn(ctx context.Context, i int, n names, token string, ms
 	if hook := testHookAcquire.Load(); hook != nil {
 		(*hook)(i)
 	}
-	v, err := acquireScript.Run(ctx, l.nodes[i].c, []string{n.lock, n.fence}, token, ms, l.opts.Owner).Result()
+	v, err := l.run(ctx, i, acquireScript, []string{n.lock, n.fence}, token, ms, l.opts.Owner).Result()
 	if err != nil {
 		return phase1{}, err
 	}
@@ -44,12 +48,12 @@ func (l *Locker) acquireOn(ctx context.Context, i int, n names, token string, ms
 }
 
 func (l *Locker) raiseOn(ctx context.Context, i int, n names, token string, fence int64) (bool, error) {
-	v, err := raiseScript.Run(ctx, l.nodes[i].c, []string{n.lock, n.fence}, token, fence).Int64()
+	v, err := l.run(ctx, i, raiseScript, []string{n.lock, n.fence}, token, fence).Int64()
 	return v == 1, err
 }
 
 func (l *Locker) releaseOn(ctx context.Context, i int, n names, token string) (bool, error) {
-	v, err := unlockScript.Run(ctx, l.nodes[i].c, []string{n.lock}, token, n.channel).Int64()
+	v, err := l.run(ctx, i, unlockScript, []string{n.lock}, token, n.channel).Int64()
 	return v == 1, err
 }
 
@@ -80,4 +84,13 @@ func (l *Locker) release(ctx context.Context, idx []int, n names, token string, 
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+// run runs script s on node i (EVALSHA, then EVAL on NOSCRIPT). The EVAL that follows
+// a NOSCRIPT reply gets a fresh context, bounded by Options.NodeTimeout, when ctx has
+// ended meanwhile: a node whose script cache is empty (after any restart) and whose
+// answer came after the fan-out stopped waiting must still do what it was asked, so
+// that a late phase-1 grant can join its lease (see fanout's late handler).
+func (l *Locker) run(ctx context.Context, i int, s *redis.Script, keys []string, args ...any) *redis.Cmd {
+	return redisx.Run(ctx, l.nodes[i].c, s, l.opts.NodeTimeout, keys, args...)
 }

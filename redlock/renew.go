@@ -12,7 +12,10 @@ import (
 // Renew extends lease to ttl from now on every node where its token still owns the
 // key (an atomic GET-compare-PEXPIRE script), and returns the new Lease when a quorum
 // of nodes extended it; its Expires is the time taken before the request was sent,
-// plus ttl, minus the drift allowance. Fence, Key and Token stay the same.
+// plus ttl, minus the drift allowance. Fence, Key and Token stay the same. Renew
+// never shortens a node's lock: a node whose lock has more than ttl left keeps it, so
+// every node that holds the lease holds it until at least max(its old expiry, now +
+// ttl), and a Renew that fails with an unknown outcome leaves the old Expires valid.
 //
 // It returns an error wrapping distlock.ErrNotHeld when so many nodes answered that
 // the token no longer owns the key that a quorum is out of reach; it then removes the
@@ -38,7 +41,7 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	ms := millis(ttl)
 	expires := start.Add(ttl - l.Drift(ttl))
 	res := fanout(ctx, l, nil, l.NodeTimeout(ttl), func(ctx context.Context, i int) (bool, error) {
-		v, err := renewScript.Run(ctx, l.nodes[i].c, []string{n.lock}, lease.Token, ms).Int64()
+		v, err := l.run(ctx, i, renewScript, []string{n.lock}, lease.Token, ms).Int64()
 		return v == 1, err
 	}, nil, l.decidedBool, true)
 	var extended []int

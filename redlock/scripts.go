@@ -69,16 +69,21 @@ end
 return 0
 `)
 
-// renewScript extends the lock when ARGV[1] still owns it.
+// renewScript extends the lock when ARGV[1] still owns it, and never shortens it: it
+// sets the time to live to ARGV[2] only when the lock has less than that left. A
+// Renew that fails with an unknown outcome (some nodes answered too late) thus leaves
+// every node's lock at least as long as the old Lease's Expires needs.
 //
-// KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl in ms. Returns 1 when it extended the
-// lock, 0 when the token does not own it.
+// KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl in ms. Returns 1 when the token owns
+// the lock (now held for at least ARGV[2] ms), 0 when it does not.
 var renewScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if v then
   local i = string.find(v, '|', 1, true)
   if i and string.sub(v, 1, i - 1) == ARGV[1] then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+      redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    end
     return 1
   end
 end

@@ -1,0 +1,165 @@
+package redlock_test
+
+import (
+	"errors"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testenv"
+	"github.com/distlock/distlock/redlock"
+)
+
+// pttl returns the remaining time to live of the Redis key name on node i.
+func pttl(t *testing.T, i int, name string) time.Duration {
+	t.Helper()
+	v, err := testenv.RedisCommand(t.Context(), nodes[i].Addr(), "PTTL", name)
+	if err != nil {
+		t.Fatalf("PTTL on node %d: %v", i, err)
+	}
+	ms, _ := v.(int64)
+	return time.Duration(ms) * time.Millisecond
+}
+
+var evalshaCalls = regexp.MustCompile(`cmdstat_evalsha:calls=(\d+)`)
+
+// evalshas returns how many EVALSHA commands node i has run.
+func evalshas(t *testing.T, i int) int {
+	t.Helper()
+	v, err := testenv.RedisCommand(t.Context(), nodes[i].Addr(), "INFO", "commandstats")
+	if err != nil {
+		t.Fatalf("INFO commandstats on node %d: %v", i, err)
+	}
+	s, _ := v.(string)
+	m := evalshaCalls.FindStringSubmatch(s)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// TestRenewNeverShortens: a Renew with a ttl shorter than what the locks have left
+// succeeds and leaves every node's lock as long as it was.
+func TestRenewNeverShortens(t *testing.T) {
+	l := newLocker(t, nil)
+	key := "never-shortens-" + distlock.NewToken()[:8]
+	lease, err := l.TryLock(t.Context(), key, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, err := l.Renew(t.Context(), lease, time.Second)
+	if err != nil {
+		t.Fatalf("Renew with a shorter ttl: %v", err)
+	}
+	if left := short.Remaining(); left > time.Second {
+		t.Fatalf("Renew with ttl 1s returned a lease with %v left", left)
+	}
+	for i := range nodes {
+		if left := pttl(t, i, lockName(key)); left < 25*time.Second {
+			t.Fatalf("Renew with ttl 1s cut node %d's lock to %v; it must keep about 30s", i, left)
+		}
+	}
+	if err := l.Unlock(t.Context(), short); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestShorteningRenewPausedMajority (issue 12, part 5): C holds on five nodes with ttl
+// 30s and Renews with 3s while three nodes are paused: two extend, three time out,
+// Renew fails with an unknown outcome. The three then run the queued script. D must
+// not acquire while C's old Expires is ahead: a Renew never shortens a lock.
+func TestShorteningRenewPausedMajority(t *testing.T) {
+	c := newLocker(t, nil)
+	d := newLocker(t, nil)
+	key := "shortening-renew-" + distlock.NewToken()[:8]
+	lease, err := c.TryLock(t.Context(), key, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused := []int{0, 1, 2}
+	before := make(map[int]int)
+	for _, i := range paused {
+		before[i] = evalshas(t, i)
+		nodes[i].Pause(t)
+	}
+	const short = 3 * time.Second
+	start := time.Now()
+	_, err = c.Renew(t.Context(), lease, short)
+	if err == nil || errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("Renew with 3 of 5 nodes paused: got %v, want an error that is not ErrNotHeld", err)
+	}
+	for _, i := range paused {
+		nodes[i].Resume(t)
+	}
+	// The paused nodes run the Renew they had queued.
+	for _, i := range paused {
+		if !eventually(t, 5*time.Second, func() bool { return evalshas(t, i) > before[i] }) {
+			t.Fatalf("node %d never ran the queued Renew", i)
+		}
+	}
+	until := start.Add(short + 1500*time.Millisecond)
+	for time.Now().Before(until) {
+		ld, err := d.TryLock(t.Context(), key, time.Minute)
+		if err == nil {
+			_ = d.Unlock(t.Context(), ld)
+			t.Fatalf("D acquired %v after C's Renew with ttl %v failed, while C's Expires is %v ahead", time.Since(start), short, lease.Remaining())
+		}
+		if !errors.Is(err, distlock.ErrLocked) {
+			t.Fatalf("D's TryLock: %v", err)
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if err := c.Unlock(t.Context(), lease); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+}
+
+// TestLateGrantEmptyScriptCache (issue 12, part 5): a node whose script cache is empty
+// (as after any restart) and whose phase-1 answer comes after the attempt's per-node
+// deadline still joins the lease: the EVAL that follows its NOSCRIPT reply must not
+// run on the attempt's expired context.
+func TestLateGrantEmptyScriptCache(t *testing.T) {
+	const nodeTimeout = 100 * time.Millisecond
+	l := newLocker(t, &redlock.Options{NodeTimeout: nodeTimeout})
+	key := "late-noscript-" + distlock.NewToken()[:8]
+	_, fenceName, _ := redlock.Names(redlock.DefaultPrefix, key)
+	if _, err := testenv.RedisCommand(t.Context(), nodes[0].Addr(), "SCRIPT", "FLUSH"); err != nil {
+		t.Fatal(err)
+	}
+	nodes[0].Pause(t)
+	lease, err := l.TryLock(t.Context(), key, 30*time.Second)
+	if err != nil {
+		t.Fatalf("TryLock with node 0 paused: %v", err)
+	}
+	// Resume node 0 only after the attempt's per-node deadline (at most nodeTimeout
+	// after the fan-out began, which was before TryLock returned) has passed, so its
+	// NOSCRIPT reply comes late.
+	time.Sleep(nodeTimeout + 10*time.Millisecond)
+	nodes[0].Resume(t)
+	joined := eventually(t, 5*time.Second, func() bool {
+		held, err := rawExists(t.Context(), 0, lockName(key))
+		if err != nil || !held {
+			return false
+		}
+		v, _ := testenv.RedisCommand(t.Context(), nodes[0].Addr(), "GET", fenceName)
+		s, _ := v.(string)
+		f, _ := strconv.ParseUint(s, 10, 64)
+		return f >= lease.Fence
+	})
+	if !joined {
+		t.Fatalf("node 0, with an empty script cache and a late answer, never joined the lease")
+	}
+	if err := l.Unlock(t.Context(), lease); err != nil {
+		t.Fatal(err)
+	}
+	if held, _ := rawExists(t.Context(), 0, lockName(key)); held {
+		t.Fatalf("node 0 keeps the lock after Unlock")
+	}
+}
