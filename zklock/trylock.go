@@ -1,0 +1,366 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock/distlock"
+)
+
+// TryLock makes one attempt to acquire key: it creates a protected
+// ephemeral-sequential node under the key's node and holds the lock when that node has
+// the lowest sequence number among the key's lock nodes; otherwise it deletes its node
+// and returns an error wrapping distlock.ErrLocked. The lease's Fence is the node's
+// czxid; its Expires is the request's start + min(ttl, SessionTimeout).
+//
+// When ctx ends first, TryLock returns ctx's error at once and the attempt finishes in
+// the background, which deletes the node if it was created. A node whose create lost
+// its reply (the connection broke) is found again by its protected id: it is used, or
+// deleted, never left behind.
+func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+		return distlock.Lease{}, fmt.Errorf("zklock: TryLock: %w", err)
+	}
+	if err := distlock.ValidateTTL(ttl); err != nil {
+		return distlock.Lease{}, fmt.Errorf("zklock: TryLock(%s): %w", short(key), err)
+	}
+	if err := ctx.Err(); err != nil {
+		return distlock.Lease{}, fmt.Errorf("zklock: TryLock(%s): %w", short(key), err)
+	}
+	const (
+		pending int32 = iota
+		delivered
+		abandoned
+	)
+	var state atomic.Int32
+	res := make(chan outcome, 1)
+	start := time.Now()
+	a := &attempt{l: l, key: key, keyPath: l.keyPath(key), id: distlock.NewToken(), start: start, ttl: ttl, abandon: ctx.Done()}
+	if !l.spawn(func() {
+		o, cleanup := a.run()
+		if state.CompareAndSwap(pending, delivered) {
+			res <- o
+		} else if o.err == nil {
+			// The caller gave up before the lock was won: release it.
+			prev := cleanup
+			cleanup = func() {
+				l.reapNode(o.node, o.session)
+				if prev != nil {
+					prev()
+				}
+			}
+		}
+		if cleanup != nil {
+			cleanup()
+		}
+	}) {
+		return distlock.Lease{}, fmt.Errorf("zklock: TryLock(%s): %w", short(key), ErrClosed)
+	}
+	select {
+	case o := <-res:
+		return o.lease, o.err
+	case <-ctx.Done():
+		if state.CompareAndSwap(pending, abandoned) {
+			return distlock.Lease{}, fmt.Errorf("zklock: TryLock(%s): %w (the attempt finishes, and cleans up, in the background)", short(key), ctx.Err())
+		}
+		o := <-res
+		return o.lease, o.err
+	}
+}
+
+// outcome is the result of an attempt.
+type outcome struct {
+	lease   distlock.Lease
+	node    string // the lock node, when won
+	session int64  // its session, when won
+	err     error
+}
+
+// attempt is one TryLock.
+type attempt struct {
+	l       *Locker
+	key     string
+	keyPath string
+	id      string // the protected id of the nodes it creates
+	start   time.Time
+	ttl     time.Duration
+	abandon <-chan struct{} // the caller's ctx.Done(): stop retrying
+	backoff time.Duration
+}
+
+func (a *attempt) abandoned() bool {
+	select {
+	case <-a.abandon:
+		return true
+	default:
+		return false
+	}
+}
+
+// again reports whether the attempt should retry after err, and waits a little first.
+// A connection error is retried while the caller waits, the Locker is open and the
+// attempt is younger than the session timeout (a connection that stays down longer
+// than that has lost its session anyway).
+func (a *attempt) again(err error) bool {
+	if !retriable(err) || a.abandoned() || time.Since(a.start) > a.l.o.SessionTimeout {
+		return false
+	}
+	a.backoff = min(max(2*a.backoff, retryMinBackoff), retryMaxBackoff)
+	t := time.NewTimer(a.backoff)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-a.abandon:
+		return false
+	case <-a.l.done:
+		return false
+	}
+}
+
+func (a *attempt) fail(err error) outcome {
+	return outcome{err: fmt.Errorf("zklock: TryLock(%s): %w", short(a.key), err)}
+}
+
+// retriable reports whether a request failed because the connection broke (the
+// request may or may not have been applied) or could not be sent.
+func retriable(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved)
+}
+
+// run makes the attempt. cleanup, when not nil, is work that must follow in the
+// background whatever the caller does: removing nodes the attempt may have left, and
+// the waiter node (see Wait) that this TryLock claimed.
+func (a *attempt) run() (o outcome, cleanup func()) {
+	w := a.l.claimWait(a.keyPath)
+	o, cleanup = a.lock()
+	if w != "" {
+		// Now that our lock node exists (or lost), let the next waiter move up.
+		prev := cleanup
+		cleanup = func() {
+			if prev != nil {
+				prev()
+			}
+			a.l.reapNode(w, 0)
+		}
+	}
+	return o, cleanup
+}
+
+func (a *attempt) lock() (o outcome, cleanup func()) {
+	l := a.l
+	reapID := func() { l.reapByID(a.keyPath, a.id) }
+
+	// 1. Create the node, or find it again after a lost reply.
+	var node string
+	unknown := false // a create may have been applied without our knowing
+	for creates := 0; ; {
+		path, err := l.conn.Create(lockNodePrefix(a.keyPath, a.id), l.data, zk.FlagEphemeralSequential, l.o.ACL)
+		if err == nil {
+			node = path
+			break
+		}
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			// The key's node (or Root) does not exist yet, or was just removed.
+			if creates++; creates >= maxCreates {
+				return a.fail(err), cleanupIf(unknown, reapID)
+			}
+			if err = l.ensureKeyNode(a.keyPath); err == nil {
+				continue
+			}
+		case errors.Is(err, zk.ErrConnectionClosed):
+			// The request may have been applied: look for the node by its id.
+			unknown = true
+			found, ferr := l.findOwn(a.keyPath, a.id)
+			if ferr == nil && found != "" {
+				node = found
+			} else if ferr != nil {
+				err = ferr
+			}
+		case retriable(err):
+			// Not sent, or the session expired (with it, any node it had).
+		default:
+			return a.fail(err), cleanupIf(unknown, reapID)
+		}
+		if node != "" {
+			break
+		}
+		if !a.again(err) {
+			return a.fail(err), cleanupIf(unknown, reapID)
+		}
+	}
+
+	// 2. List the contenders, and read our node's stat (for the fence) in the same
+	// round trip: go-zookeeper pipelines requests on the connection. Our node was
+	// created after every lower one, so the server that answers has seen them all.
+	type statResult struct {
+		exists bool
+		stat   *zk.Stat
+		err    error
+	}
+	statc := make(chan statResult, 1)
+	go func() {
+		ok, stat, err := l.conn.Exists(node)
+		statc <- statResult{ok, stat, err}
+	}()
+	var children []string
+	for {
+		var err error
+		children, _, err = l.conn.Children(a.keyPath)
+		if err == nil {
+			break
+		}
+		if !a.again(err) {
+			return a.fail(err), reapID
+		}
+	}
+	var own []contender
+	var lowest *contender
+	for _, name := range children {
+		c, ok := parseContender(name)
+		if !ok {
+			continue // foreign child
+		}
+		if c.id == a.id {
+			own = append(own, c)
+		}
+		if lowest == nil || c.seq < lowest.seq {
+			lowest = &c
+		}
+	}
+	if len(own) == 0 {
+		// Our node is gone: the session expired after the create.
+		return a.fail(fmt.Errorf("lock node %s vanished: the ZooKeeper session ended (%w)", node, zk.ErrSessionExpired)), reapID
+	}
+	mine := own[0]
+	for _, c := range own[1:] {
+		if c.seq < mine.seq {
+			mine = c
+		}
+	}
+
+	// 3. Lost: delete our node(s) and report the holder.
+	if lowest.id != a.id {
+		for _, c := range own {
+			if err := l.conn.Delete(a.keyPath+"/"+c.name, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+				cleanup = reapID
+			}
+		}
+		return outcome{err: fmt.Errorf("zklock: TryLock(%s): held by lock node %s: %w", short(a.key), lowest.name, distlock.ErrLocked)}, cleanup
+	}
+
+	// 4. Won. Remove duplicates that lost replies left, and take the fence.
+	minePath := a.keyPath + "/" + mine.name
+	var dups []string
+	for _, c := range own {
+		if c.name != mine.name {
+			dups = append(dups, a.keyPath+"/"+c.name)
+		}
+	}
+	for _, p := range dups {
+		if err := l.conn.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			cleanup = func() {
+				for _, p := range dups {
+					l.reapNode(p, 0)
+				}
+			}
+		}
+	}
+	sr := <-statc
+	if minePath != node || sr.err != nil {
+		for {
+			if sr.exists, sr.stat, sr.err = l.conn.Exists(minePath); sr.err == nil || !a.again(sr.err) {
+				break
+			}
+		}
+	}
+	if sr.err != nil {
+		return a.fail(sr.err), func() {
+			if cleanup != nil {
+				cleanup()
+			}
+			l.reapNode(minePath, 0)
+		}
+	}
+	if !sr.exists {
+		return a.fail(fmt.Errorf("lock node %s vanished: the ZooKeeper session ended (%w)", minePath, zk.ErrSessionExpired)), cleanup
+	}
+	h := handle{id: a.id, seq: mine.seq}
+	lease := distlock.Lease{
+		Key:     a.key,
+		Token:   h.token(),
+		Fence:   uint64(sr.stat.Czxid),
+		Expires: a.start.Add(l.validity(a.ttl)),
+	}
+	return outcome{lease: lease, node: minePath, session: sr.stat.EphemeralOwner}, cleanup
+}
+
+func cleanupIf(cond bool, f func()) func() {
+	if cond {
+		return f
+	}
+	return nil
+}
+
+// findOwn returns the path of a child of keyPath with protected id, or "" when there
+// is none. It syncs the server with the leader first, so that a create that reached
+// the ensemble before the connection broke is seen.
+func (l *Locker) findOwn(keyPath, id string) (string, error) {
+	if _, err := l.conn.Sync(keyPath); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return "", err
+	}
+	children, _, err := l.conn.Children(keyPath)
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	var best *contender
+	for _, name := range children {
+		if c, ok := parseContender(name); ok && c.id == id && (best == nil || c.seq < best.seq) {
+			best = &c
+		}
+	}
+	if best == nil {
+		return "", nil
+	}
+	return keyPath + "/" + best.name, nil
+}
+
+// ensureKeyNode creates Root's components (persistent) and keyPath (a container
+// node, which ZooKeeper deletes once it has had children and is empty again).
+func (l *Locker) ensureKeyNode(keyPath string) error {
+	create := func() error {
+		_, err := l.conn.CreateContainer(keyPath, nil, zk.FlagContainer, l.o.ACL)
+		if errors.Is(err, zk.ErrNodeExists) {
+			return nil
+		}
+		return err
+	}
+	if l.rootReady.Load() {
+		err := create()
+		if !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
+		l.rootReady.Store(false) // someone removed Root
+	}
+	parts := strings.Split(l.o.Root[1:], "/")
+	p := ""
+	for _, c := range parts {
+		p += "/" + c
+		_, err := l.conn.Create(p, nil, zk.FlagPersistent, l.o.ACL)
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("create %s: %w", p, err)
+		}
+	}
+	l.rootReady.Store(true)
+	return create()
+}
