@@ -26,13 +26,17 @@ var (
 	// For the examples: where "your" Redis and Redis Cluster are.
 	redisAddr    string
 	clusterAddrs []string
+
+	// env starts the servers of tests that need one of their own (CheckServer's).
+	env *testenv.Env
 )
 
 const sentinelMaster = "mymaster"
 
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietSentinel{})
-	testenv.Main(m, func(env *testenv.Env) error {
+	testenv.Main(m, func(e *testenv.Env) error {
+		env = e
 		var err error
 		if redisSrv, err = env.Redis(); err != nil {
 			return err

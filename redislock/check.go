@@ -1,0 +1,41 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/distlock/distlock/internal/redisx"
+)
+
+// A Report is what CheckServer read from the Redis servers behind the client and the
+// settings it found unsafe for locks (see redisx.Report's fields: Servers, Findings,
+// OK and String).
+type (
+	Report  = redisx.Report
+	Server  = redisx.Server
+	Finding = redisx.Finding
+)
+
+// CheckServer reads the settings of the Redis server(s) behind the Locker's client
+// (every master of a Cluster) and reports each one that can free a held lock or
+// repeat a fence (see "Safety assumptions" in the package documentation):
+// maxmemory-policy other than noeviction, appendonly no, appendfsync other than
+// always, a replica behind the client, a master with replicas (failover). It costs
+// one round trip per server; call it at start-up, and log or refuse the Report's
+// findings. A command the server refuses (CONFIG renamed, or denied by an ACL, as on
+// several managed services) gives a finding that says what could not be checked, not
+// an error; the error is for a server that could not be reached.
+//
+// New does not run this check by itself: New does no I/O and has no context, and
+// what to do with an unsafe setting (log, alert, refuse to start) is the caller's
+// decision.
+func (l *Locker) CheckServer(ctx context.Context) (Report, error) {
+	if l.err != nil {
+		return Report{}, l.err
+	}
+	r, err := redisx.Check(ctx, l.client, redisx.Single)
+	if err != nil {
+		return r, fmt.Errorf("redislock: CheckServer: %w", err)
+	}
+	return r, nil
+}
