@@ -29,24 +29,66 @@
 // # What ttl means here
 //
 // ZooKeeper has no per-lock expiry: a lock node lives until it is deleted (Unlock) or
-// its session ends (the client closed its connection, or the server heard nothing from
+// its session ends (the client closed its connection, or the leader heard nothing of
 // it for the session timeout). Capabilities: the key is freed by session expiry, not by
 // ttl. The ttl of TryLock and Renew only bounds the lease's local validity:
 //
-//	Expires = start + min(ttl, Options.SessionTimeout)
+//	Expires = start + min(ttl, SessionTimeout - SessionTimeout/3 - TickTime/2)
 //
-// where start is taken before the request is sent. The server expires the session no
-// earlier than the session timeout after it last heard from the client, which was no
-// earlier than start, so Expires never outlives the session. Renew sends one read of the
-// lock node: it proves that the session is alive and that the node still belongs to
-// it, and returns a lease with a new Expires; it changes nothing on the server. So a
-// ttl above the session timeout buys nothing; with distlock.Hold, keep the default
-// HoldOptions.TTL (the lease's remaining time) or a TTL of at most three times the
-// session timeout, so that a renewal comes before Expires.
+// where start is taken before the request is sent, and TickTime defaults to
+// SessionTimeout/2 (so the cap is 5/12 of the session timeout; with TickTime set to
+// the servers' actual tick it is longer, 1.23s of a 2s session on 200ms ticks). Renew
+// changes nothing on the server: it proves that the session is alive, through the
+// leader, and returns a lease with a new Expires. So a ttl above the cap buys nothing;
+// with distlock.Hold, keep the default HoldOptions.TTL (the lease's remaining time), so
+// that renewals come every third of it.
 //
 // A lease that is simply not renewed keeps the key locked while its session lives;
 // Unlock it. Leases that are watched through Lost (distlock.Hold does) are also
 // deleted by the Locker once Expires passes without a renewal.
+//
+// # How long a lease is held
+//
+// Only the leader expires sessions: it sets a session's deadline to the time it hears
+// of the session plus the session timeout (rounded up to a tick); a new leader gives
+// every session a full timeout from its election. A client connected to a follower
+// is heard of only indirectly: the follower notes every session that sends it
+// anything (a request or a ping) and reports the sessions it noted in its answer to
+// the leader's ping, which comes every tickTime/2 (LearnerSessionTracker's touch
+// table, Learner.ping). A request that the follower forwards to the leader extends
+// nothing there: the leader only checks that the session exists. go-zookeeper pings
+// every third of the session timeout.
+//
+// TryLock's create and Renew's check (a version check of the lock node, committed as a
+// transaction that changes nothing and fails if the node is gone) are writes: the
+// follower forwards them to the leader and they succeed only once a quorum has
+// committed them. So when one succeeds:
+//
+//   - The leader that committed it had a quorum after start, and any later leader was
+//     elected after that (its quorum includes a server that acknowledged the write),
+//     so it cannot expire the session before start + SessionTimeout.
+//   - The follower's connection to that leader delivered, in order, everything the
+//     follower sent before forwarding the request, which reached the follower after
+//     start. That includes its answer to the leader's last ping before it, at most
+//     tickTime/2 earlier, which reported every session heard since the answer before;
+//     this client had sent something at most SessionTimeout/3 before that answer. So
+//     the leader heard of the session at start - SessionTimeout/3 - tickTime/2 or
+//     later, and expires it no earlier than SessionTimeout after that: Expires.
+//
+// A read proves neither, which is why Renew writes. A follower cut off from the leader
+// answers reads from its own copy until it notices, syncLimit ticks later (10s with
+// tickTime 2s), while the leader expires the session and another client takes the
+// key; a deposed leader (cut off, or paused) answers even a Sync itself until it
+// steps down. A write fails in both cases: the cut-off server cannot get it
+// committed.
+//
+// The client cannot read tickTime. A server grants no session timeout below its
+// minSessionTimeout, 2 ticks unless configured, hence the default TickTime of
+// SessionTimeout/2; set Options.TickTime if the servers allow shorter sessions. The
+// argument assumes, as ZooKeeper does, that the clocks of client and leader run at the
+// same rate and that network delays vary little next to the session timeout (pings
+// arrive about as often as they are sent). Options.SessionTimeout must not exceed the
+// timeout the server granted (a larger grant only lengthens the real bound).
 //
 // # Fencing
 //
@@ -93,7 +135,9 @@
 //
 // A ZooKeeper server answers reads from its own copy, which may lag the leader; the
 // lowest-node test is still exact, because a client's read follows its own write, and
-// a node created before ours is seen by any server that has applied ours. Renew's read
-// can be served by a follower that has lost the leader but not noticed it yet (for up
-// to syncLimit ticks); Expires keeps counting from before the request either way.
+// a node created before ours is seen by any server that has applied ours. Searches for
+// a node whose create lost its reply (the connection broke, and the create may still
+// be on its way to the leader) Sync first, so that the server has applied every change
+// that the leader had ordered before the Sync. Renew does not trust a read at all (see
+// "How long a lease is held").
 package zklock

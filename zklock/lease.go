@@ -27,13 +27,16 @@ func (l *Locker) leaseNode(op string, lease distlock.Lease) (handle, string, err
 	return h, h.nodePath(l.keyPath(lease.Key)), nil
 }
 
-// Renew checks that the lease's lock node still exists and belongs to this Locker's
-// current session, and returns the lease with Expires = now + min(ttl,
-// SessionTimeout), now taken before the check. ZooKeeper keeps the lock for as long
-// as the session lives, so there is nothing to extend on the server: Renew proves
-// that the session is alive. It returns an error wrapping distlock.ErrNotHeld when
-// the node is gone, belongs to another session (the one that created it ended, or
-// the lease is another client's), or the lease was reported lost (see Lost).
+// Renew checks, through the leader, that the lease's lock node still exists and
+// belongs to this Locker's current session, and returns the lease with Expires =
+// start + min(ttl, 2/3 SessionTimeout - TickTime/2), start taken before the check
+// (see "How long a lease is held" in the package doc). The check is a write that a
+// quorum commits and that changes nothing: ZooKeeper keeps the lock for as long as
+// the session lives, so there is nothing to extend, and a Renew whose outcome is
+// unknown leaves the server as it was. It returns an error wrapping
+// distlock.ErrNotHeld when the node is gone, belongs to another session (the one that
+// created it ended, or the lease is another client's), or the lease was reported lost
+// (see Lost).
 func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
 	_, node, err := l.leaseNode("Renew", lease)
 	if err != nil {
@@ -55,13 +58,7 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 		return fail(err)
 	}
 	start := time.Now()
-	stat, err := call(ctx, func() (*zk.Stat, error) {
-		ok, stat, err := l.conn.Exists(node)
-		if err == nil && !ok {
-			err = zk.ErrNoNode
-		}
-		return stat, err
-	})
+	stat, err := call(ctx, func() (*zk.Stat, error) { return l.confirm(node) })
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
 		l.dropSub(lease.Token)
@@ -85,6 +82,9 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	}
 	next := lease
 	next.Expires = start.Add(l.validity(ttl))
+	if !next.Expires.After(time.Now()) {
+		return fail(fmt.Errorf("the answers came %v after the request, after the validity %v ran out; the lease is as it was", time.Since(start).Round(time.Millisecond), l.validity(ttl)))
+	}
 	l.extendSub(lease.Token, next.Expires)
 	return next, nil
 }

@@ -17,8 +17,10 @@ import (
 
 // Servers of this package's tests, started once by TestMain.
 var (
-	zkSrv *testenv.Server   // standalone: conformance, unit tests, benchmarks
-	zkEns *testenv.Ensemble // 3 nodes: conformance, leader kill
+	zkSrv *testenv.Server // standalone: conformance, unit tests, benchmarks
+	// zkEns has 3 nodes that reach each other through fault proxies
+	// (testenv.ZooKeeperProxiedEnsemble): conformance, leader kill, isolation.
+	zkEns *testenv.Ensemble
 )
 
 func TestMain(m *testing.M) {
@@ -27,7 +29,7 @@ func TestMain(m *testing.M) {
 		if zkSrv, err = env.ZooKeeper(); err != nil {
 			return err
 		}
-		zkEns, err = env.ZooKeeperEnsemble(3)
+		zkEns, err = env.ZooKeeperProxiedEnsemble(3)
 		return err
 	})
 }
@@ -85,8 +87,9 @@ type client struct {
 }
 
 // newClient connects to servers (through a fault proxy each when proxied) and makes
-// a Locker with opts (SessionTimeout defaults to st). Everything is closed at t's
-// cleanup: the connection first, so that the Locker's Close returns at once.
+// a Locker with opts (SessionTimeout defaults to st, TickTime to the servers' tick).
+// Everything is closed at t's cleanup: the connection first, so that the Locker's
+// Close returns at once.
 func newClient(t testing.TB, servers []string, st time.Duration, opts *zklock.Options, proxied bool) *client {
 	t.Helper()
 	c := &client{}
@@ -110,6 +113,9 @@ func newClient(t testing.TB, servers []string, st time.Duration, opts *zklock.Op
 	}
 	if o.SessionTimeout == 0 {
 		o.SessionTimeout = st
+	}
+	if o.TickTime == 0 {
+		o.TickTime = testenv.ZooKeeperTickTime // the servers' tick: leases of 2/3 st - 100ms
 	}
 	l, err := zklock.New(c.conn, &o)
 	if err != nil {

@@ -17,7 +17,8 @@ import (
 // ephemeral-sequential node under the key's node and holds the lock when that node has
 // the lowest sequence number among the key's lock nodes; otherwise it deletes its node
 // and returns an error wrapping distlock.ErrLocked. The lease's Fence is the node's
-// czxid; its Expires is the request's start + min(ttl, SessionTimeout).
+// czxid; its Expires is the request's start + min(ttl, 2/3 SessionTimeout -
+// TickTime/2) (see "How long a lease is held" in the package doc).
 //
 // When ctx ends first, TryLock returns ctx's error at once and the attempt finishes in
 // the background, which deletes the node if it was created. A node whose create lost
@@ -282,12 +283,7 @@ func (a *attempt) lock() (o outcome, cleanup func()) {
 		}
 	}
 	if sr.err != nil {
-		return a.fail(sr.err), func() {
-			if cleanup != nil {
-				cleanup()
-			}
-			l.reapNode(minePath, 0)
-		}
+		return a.fail(sr.err), then(cleanup, func() { l.reapNode(minePath, 0) })
 	}
 	if !sr.exists {
 		return a.fail(fmt.Errorf("lock node %s vanished: the ZooKeeper session ended (%w)", minePath, zk.ErrSessionExpired)), cleanup
@@ -299,7 +295,25 @@ func (a *attempt) lock() (o outcome, cleanup func()) {
 		Fence:   uint64(sr.stat.Czxid),
 		Expires: a.start.Add(l.validity(a.ttl)),
 	}
+	if !lease.Expires.After(time.Now()) {
+		// The answers came after the lease's validity ran out: a lease that has
+		// already expired is of no use, and its node must not keep the key.
+		owner := sr.stat.EphemeralOwner
+		return a.fail(fmt.Errorf("the lock was won, but its validity %v ran out before the answers came (%v after the request): the node is deleted", l.validity(a.ttl), time.Since(a.start).Round(time.Millisecond))),
+			then(cleanup, func() { l.reapNode(minePath, owner) })
+	}
 	return outcome{lease: lease, node: minePath, session: sr.stat.EphemeralOwner}, cleanup
+}
+
+// then returns a function that calls first (if not nil), then next. (A closure
+// that called a named result of the function returning it would call itself.)
+func then(first, next func()) func() {
+	return func() {
+		if first != nil {
+			first()
+		}
+		next()
+	}
 }
 
 func cleanupIf(cond bool, f func()) func() {

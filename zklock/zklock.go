@@ -45,10 +45,20 @@ type Options struct {
 	// SessionTimeout is the session timeout that the ZooKeeper server granted to the
 	// connection: the timeout passed to zk.Connect, unless the server clamped it to
 	// its [minSessionTimeout, maxSessionTimeout] (by default 2 and 20 ticks). It must
-	// not be larger than the granted timeout, because a lease's Expires is capped at
-	// start + SessionTimeout so that it never outlives the session; a *zk.Conn does
-	// not tell the granted value, so the Locker must be told. Required.
+	// not be larger than the granted timeout, because a lease's Expires is derived
+	// from it so that it never outlives the session (see "How long a lease is
+	// held" in the package doc); a *zk.Conn does not tell the granted value, so the
+	// Locker must be told. Required.
 	SessionTimeout time.Duration
+	// TickTime is the servers' tickTime, or an upper bound of it. The leader learns
+	// that a session on a follower is alive only from the follower's answers to its
+	// pings, which it sends every TickTime/2, so a lease's validity is reduced by
+	// that much (see the package doc). Zero means SessionTimeout/2: a server grants
+	// no session timeout below its minSessionTimeout, which is 2 ticks unless
+	// configured. Set it when the servers' minSessionTimeout is below 2 ticks (then
+	// the default is too small, and Expires unsound), or to the actual tickTime to
+	// get longer leases. It must be positive and below 4/3 of SessionTimeout.
+	TickTime time.Duration
 	// Root is the persistent node under which every key gets its node. Lockers with
 	// different roots never see each other's locks. An absolute path of components of
 	// A-Z a-z 0-9 and -_.:@+=, outside /zookeeper. Default DefaultRoot.
@@ -78,6 +88,12 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.SessionTimeout <= 0 {
 		return r, fmt.Errorf("%w: zklock: Options.SessionTimeout %v: it is required and must be positive (the session timeout that the server granted the zk.Conn)", distlock.ErrInvalid, r.SessionTimeout)
+	}
+	if r.TickTime == 0 {
+		r.TickTime = r.SessionTimeout / 2
+	}
+	if r.TickTime < 0 || leaseBound(r.SessionTimeout, r.TickTime) <= 0 {
+		return r, fmt.Errorf("%w: zklock: Options.TickTime %v: it must be positive and below 4/3 of SessionTimeout %v (a lease's validity is 2/3 of the session timeout minus half a tick)", distlock.ErrInvalid, r.TickTime, r.SessionTimeout)
 	}
 	if r.Root == "" {
 		r.Root = DefaultRoot
@@ -214,12 +230,6 @@ func (l *Locker) isClosed() bool {
 
 // keyPath returns the path of key's node.
 func (l *Locker) keyPath(key string) string { return l.o.Root + "/" + keyName(key) }
-
-// validity is how long a lease is certainly held after a request that was sent at
-// start and answered: ttl, capped by the session timeout (the server expires the
-// session no earlier than SessionTimeout after it last heard from the client, which
-// was no earlier than start).
-func (l *Locker) validity(ttl time.Duration) time.Duration { return min(ttl, l.o.SessionTimeout) }
 
 // short returns key for messages, cut to 64 bytes.
 func short(key string) string {

@@ -12,6 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testenv"
 	"github.com/distlock/distlock/zklock"
 )
 
@@ -74,6 +75,8 @@ func TestNewValidatesOptions(t *testing.T) {
 		{"reserved root", conn, &zklock.Options{SessionTimeout: st, Root: "/zookeeper/locks"}, "Root"},
 		{"long owner", conn, &zklock.Options{SessionTimeout: st, Owner: strings.Repeat("o", zklock.MaxOwnerLen+1)}, "Owner"},
 		{"negative grace", conn, &zklock.Options{SessionTimeout: st, DisconnectGrace: -1}, "DisconnectGrace"},
+		{"negative tick", conn, &zklock.Options{SessionTimeout: st, TickTime: -1}, "TickTime"},
+		{"tick leaves no validity", conn, &zklock.Options{SessionTimeout: 3 * time.Second, TickTime: 4 * time.Second}, "TickTime"},
 	} {
 		l, err := zklock.New(tc.conn, tc.opts)
 		if !errors.Is(err, distlock.ErrInvalid) || !strings.Contains(err.Error(), tc.want) || l != nil {
@@ -121,25 +124,51 @@ func TestLayout(t *testing.T) {
 	}
 }
 
-// TestExpiresCappedBySession: Expires is start + min(ttl, SessionTimeout); Renew
-// past Expires still works while the session (and so the node) lives.
+// TestExpiresCappedBySession: Expires is start + min(ttl, 2/3 SessionTimeout -
+// TickTime/2), TickTime SessionTimeout/2 by default; Renew past Expires still works
+// while the session (and so the node) lives.
 func TestExpiresCappedBySession(t *testing.T) {
+	for _, tc := range []struct {
+		tick, bound time.Duration
+	}{
+		{testenv.ZooKeeperTickTime, 2*sessionTimeout/3 - testenv.ZooKeeperTickTime/2},
+		{sessionTimeout / 2, 5 * sessionTimeout / 12},
+	} {
+		a := newClient(t, standaloneAddrs(), sessionTimeout, &zklock.Options{TickTime: tc.tick}, false)
+		key := uniqueKey(t)
+		start := time.Now()
+		lease, err := a.l.TryLock(ctxT(t), key, time.Hour)
+		returned := time.Now()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lease.Expires.Before(start.Add(tc.bound)) || lease.Expires.After(returned.Add(tc.bound)) {
+			t.Fatalf("TickTime %v: Expires is %v from the start of a TryLock with ttl 1h (returned after %v); want %v", tc.tick, lease.Expires.Sub(start), returned.Sub(start), tc.bound)
+		}
+		start = time.Now()
+		next, err := a.l.Renew(ctxT(t), lease, time.Hour)
+		returned = time.Now()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next.Expires.Before(start.Add(tc.bound)) || next.Expires.After(returned.Add(tc.bound)) {
+			t.Fatalf("TickTime %v: Expires is %v from the start of a Renew with ttl 1h (returned after %v); want %v", tc.tick, next.Expires.Sub(start), returned.Sub(start), tc.bound)
+		}
+		if err := a.l.Unlock(ctxT(t), next); err != nil {
+			t.Fatal(err)
+		}
+	}
 	a := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
 	key := uniqueKey(t)
 	lease, err := a.l.TryLock(ctxT(t), key, time.Hour)
-	returned := time.Now()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// TryLock's start is before returned.
-	if lease.Expires.After(returned.Add(sessionTimeout)) {
-		t.Fatalf("Expires is %v from the return of a TryLock with ttl 1h and session timeout %v", lease.Expires.Sub(returned), sessionTimeout)
-	}
-	short, err := a.l.Renew(ctxT(t), lease, 20*time.Millisecond)
+	short, err := a.l.Renew(ctxT(t), lease, 200*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond) // let the 20ms lease lapse locally
+	time.Sleep(time.Until(short.Expires) + time.Millisecond) // let the short lease lapse locally
 	next, err := a.l.Renew(ctxT(t), short, time.Minute)
 	if err != nil {
 		t.Fatalf("Renew after Expires, with the session and node alive: %v", err)

@@ -1,0 +1,227 @@
+package zklock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/zklock"
+)
+
+// Faults inside the ensemble (zkEns, whose nodes reach each other through fault
+// proxies): a holder's server cut off from its peers, a leader change and a node
+// that loses its data, under a holder.
+
+// recorder wraps a Locker and keeps the latest Expires of every lease that its
+// TryLock and Renew returned: the bound that its holder believed in.
+type recorder struct {
+	*zklock.Locker
+	mu     sync.Mutex
+	latest time.Time
+	renews int
+}
+
+func (r *recorder) note(l distlock.Lease, renew bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l.Expires.After(r.latest) {
+		r.latest = l.Expires
+	}
+	if renew {
+		r.renews++
+	}
+}
+
+func (r *recorder) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	l, err := r.Locker.TryLock(ctx, key, ttl)
+	if err == nil {
+		r.note(l, false)
+	}
+	return l, err
+}
+
+func (r *recorder) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
+	l, err := r.Locker.Renew(ctx, lease, ttl)
+	if err == nil {
+		r.note(l, true)
+	}
+	return l, err
+}
+
+func (r *recorder) state() (time.Time, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.latest, r.renews
+}
+
+// leaderIndex returns the index of the ensemble's leader once it serves.
+func leaderIndex(t *testing.T) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	l, err := zkEns.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return zkEns.NodeIndex(l.Addr())
+}
+
+// otherAddrs returns the client addresses of every node but Nodes[i].
+func otherAddrs(i int) []string {
+	var addrs []string
+	for j, s := range zkEns.Nodes {
+		if j != i {
+			addrs = append(addrs, s.Addr())
+		}
+	}
+	return addrs
+}
+
+// contend makes d try to acquire key until it does, and returns the lease and the
+// start of the successful attempt (the acquisition happened after it). Transport
+// errors (the majority electing a leader) are retried. It fails t after d.
+func contend(t *testing.T, l distlock.Locker, key string, within time.Duration) (distlock.Lease, time.Time) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	var last error
+	for time.Now().Before(deadline) {
+		attempt := time.Now()
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		lease, err := l.TryLock(ctx, key, sessionTimeout)
+		cancel()
+		if err == nil {
+			return lease, attempt
+		}
+		last = err
+		time.Sleep(5 * time.Millisecond) // polling pace, bounded by the deadline
+	}
+	t.Fatalf("no acquisition of %q within %v: %v", key, within, last)
+	return distlock.Lease{}, time.Time{}
+}
+
+// TestIsolatedServerHolder is issue 12's reproduction: holder C reaches only node i,
+// which is cut off from its peers while C still reaches it; client D on the other
+// nodes acquires once the leader has expired C's session. No answer of the isolated
+// node may extend C's lease: D must acquire only after the latest Expires that C's
+// calls returned, and after C's Held.Context ended. With DisconnectGrace set, C's
+// Hold does not give up when node i drops its connection, so only Expires protects.
+func TestIsolatedServerHolder(t *testing.T) {
+	for _, role := range []string{"follower", "leader"} {
+		for _, grace := range []time.Duration{0, 3 * sessionTimeout} {
+			t.Run(fmt.Sprintf("%s/grace=%v", role, grace), func(t *testing.T) {
+				li := leaderIndex(t)
+				i := li
+				if role == "follower" {
+					i = (li + 1) % len(zkEns.Nodes)
+				}
+				c := newClient(t, []string{zkEns.Nodes[i].Addr()}, sessionTimeout, &zklock.Options{DisconnectGrace: grace}, false)
+				d := newClient(t, otherAddrs(i), sessionTimeout, nil, false)
+				rec := &recorder{Locker: c.l}
+				key := uniqueKey(t)
+				lc, err := rec.TryLock(ctxT(t), key, sessionTimeout)
+				if err != nil {
+					t.Fatal(err)
+				}
+				held := distlock.Hold(t.Context(), rec, lc, nil)
+				ended := make(chan time.Time, 1)
+				go func() {
+					<-held.Context().Done()
+					ended <- time.Now()
+				}()
+				// Let C renew a few times through a healthy ensemble first.
+				eventually(t, 5*time.Second, "C renews", func() bool { _, n := rec.state(); return n >= 2 })
+
+				heal := zkEns.Isolate(t, i)
+				isolated := time.Now()
+				ld, acquired := contend(t, d.l, key, sessionTimeout+20*time.Second)
+				rctx, cancel := context.WithTimeout(t.Context(), time.Second)
+				_ = held.Release(rctx) // stops C's renewals (its Unlock fails: node i is cut off)
+				cancel()
+				latest, renews := rec.state()
+				ctxEnd := <-ended
+				t.Logf("isolated node %d (%s); D's winning attempt began %v later; C's latest Expires was %v after the isolation (margin %v, %d renewals in all); C's Held.Context ended %v after the isolation",
+					i, role, acquired.Sub(isolated).Round(time.Millisecond), latest.Sub(isolated).Round(time.Millisecond),
+					acquired.Sub(latest).Round(time.Millisecond), renews, ctxEnd.Sub(isolated).Round(time.Millisecond))
+				if acquired.Before(latest) {
+					t.Errorf("D acquired %v before the Expires of the lease that the isolated node's answers gave C: two holders", latest.Sub(acquired).Round(time.Millisecond))
+				}
+				if !ctxEnd.Before(acquired) {
+					t.Errorf("C's Held.Context was still alive %v after D's winning attempt began", ctxEnd.Sub(acquired).Round(time.Millisecond))
+				}
+				if ld.Fence <= lc.Fence {
+					t.Errorf("D's Fence %d is not above C's %d", ld.Fence, lc.Fence)
+				}
+				if err := d.l.Unlock(ctxT(t), ld); err != nil {
+					t.Error(err)
+				}
+				heal()
+				ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+				defer cancel()
+				if err := zkEns.WaitServing(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if err := held.Err(); !errors.Is(err, distlock.ErrNotHeld) {
+					t.Errorf("C's Held.Err() = %v, want ErrNotHeld", err)
+				}
+			})
+		}
+	}
+}
+
+// TestRenewCountsRelayLag: the leader hears of a session on a follower only from the
+// follower's answers to its pings, so it may expire the session SessionTimeout after
+// an earlier packet than the Renew. The test renews just before the client's next
+// ping is due (its last packet is then a third of the session timeout old) and cuts
+// the follower off at once, so that the Renew's own packet is (most likely) never
+// reported: the lease's Expires must still come before the session's expiry frees
+// the key. An Expires of start + SessionTimeout fails here even though the Renew
+// went through the leader.
+func TestRenewCountsRelayLag(t *testing.T) {
+	li := leaderIndex(t)
+	f := (li + 1) % len(zkEns.Nodes)
+	c := newClient(t, []string{zkEns.Nodes[f].Addr()}, sessionTimeout, nil, true)
+	d := newClient(t, otherAddrs(f), sessionTimeout, nil, false)
+	key := uniqueKey(t)
+	lc, err := c.l.TryLock(ctxT(t), key, sessionTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Find one of go-zookeeper's pings (12 bytes, every SessionTimeout/3) on an
+	// otherwise idle connection.
+	p := c.proxies[0]
+	const pingBytes = 12
+	var ping time.Time
+	seen := p.Stats().BytesToServer
+	eventually(t, 5*time.Second, "a ping from the idle client", func() bool {
+		n := p.Stats().BytesToServer
+		if n-seen == pingBytes {
+			ping = time.Now()
+			return true
+		}
+		seen = n
+		return false
+	})
+	// Renew shortly before the next ping is due. Placing the request in time is the
+	// point of the test, not a way to order events.
+	time.Sleep(time.Until(ping.Add(sessionTimeout/3 - 100*time.Millisecond)))
+	renewed, err := c.l.Renew(ctxT(t), lc, sessionTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zkEns.Isolate(t, f)
+	isolated := time.Now()
+	ld, acquired := contend(t, d.l, key, sessionTimeout+20*time.Second)
+	t.Logf("renewed %v after a ping; D's winning attempt began %v after the Renew returned; the Renew's Expires was %v after it (margin %v)",
+		isolated.Sub(ping).Round(time.Millisecond), acquired.Sub(isolated).Round(time.Millisecond),
+		renewed.Expires.Sub(isolated).Round(time.Millisecond), acquired.Sub(renewed.Expires).Round(time.Millisecond))
+	if acquired.Before(renewed.Expires) {
+		t.Errorf("D acquired %v before the Expires that Renew returned", renewed.Expires.Sub(acquired).Round(time.Millisecond))
+	}
+	if err := d.l.Unlock(ctxT(t), ld); err != nil {
+		t.Error(err)
+	}
+}
