@@ -28,7 +28,9 @@ func Example() {
 
 	ctx := context.Background()
 	// The ttl bounds the lease's local validity; ZooKeeper holds the lock as long as
-	// the session lives. A ttl of the session timeout is the natural choice.
+	// the session lives. A ttl of the session timeout is the natural choice: Expires
+	// is capped below it anyway (5/12 of it unless Options.TickTime says more), and
+	// Hold renews every third of what a lease has left.
 	lease, err := distlock.Lock(ctx, l, "nightly-report", sessionTimeout, nil)
 	if err != nil {
 		log.Fatal(err)
