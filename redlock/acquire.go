@@ -46,6 +46,13 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 	if err := ctx.Err(); err != nil {
 		return distlock.Lease{}, fmt.Errorf("redlock: TryLock of key %s: %w", showKey(key), err)
 	}
+	return l.tryLock(ctx, key, ttl, start, true)
+}
+
+// tryLock is one attempt of TryLock, whose call began at start. When it finds a
+// fresh deployment (every node answered, none counts yet) and bootstrap is set, it
+// brings the nodes in and makes one more attempt (see nodestate.go).
+func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, start time.Time, bootstrap bool) (distlock.Lease, error) {
 	n := l.names(key)
 	token := distlock.NewToken()
 	ms := millis(ttl)
@@ -93,6 +100,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 		switch {
 		case r.err != nil:
 			failed = append(failed, i)
+		case r.v.out != nil: // took nothing: counts as neither locked nor held
 		case r.v.locked:
 			locked = append(locked, i)
 			fence = max(fence, r.v.fence)
@@ -108,6 +116,10 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 		l.release(ctx, failed, n, token, ttl, 0)
 		return distlock.Lease{}, err
 	}
+	if l.settleNodes(ctx, res, bootstrap && len(locked) == 0) {
+		att.decide(l, token, res, false, 0)
+		return l.tryLock(ctx, key, ttl, start, false)
+	}
 	if len(locked) < l.quorum {
 		return fail(l.noQuorum(ctx, key, res, locked, held))
 	}
@@ -119,7 +131,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 	var lagLocked, lagOther []int
 	for i, r := range res {
 		switch {
-		case r.err != nil:
+		case r.err != nil, r.v.out != nil:
 		case r.v.fence >= fence:
 			if r.v.locked {
 				ok++
@@ -242,10 +254,15 @@ func (l *Locker) noQuorum(ctx context.Context, key string, res []reply[phase1], 
 			showKey(key), top, most, len(l.nodes), len(held), answered, l.quorum, holdFor, distlock.ErrLocked)
 	}
 	errs := nodeErrors(l, res)
+	for i, r := range res {
+		if r.err == nil && r.v.out != nil {
+			errs = append(errs, fmt.Errorf("%s: %v", l.nodes[i].name, r.v.out))
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		errs = append(errs, err)
 	}
-	return fmt.Errorf("redlock: TryLock of key %s: locked %d of %d nodes, %d held by others, %d failed (quorum %d); released: %w",
+	return fmt.Errorf("redlock: TryLock of key %s: locked %d of %d nodes, %d held by others, %d failed or kept out (quorum %d); released: %w",
 		showKey(key), len(locked), len(l.nodes), len(held), len(l.nodes)-answered, l.quorum, errors.Join(errs...))
 }
 
@@ -258,7 +275,7 @@ func (l *Locker) decidedAcquire(res []reply[phase1]) bool {
 	locked, held, failed, waiting := 0, 0, 0, 0
 	for _, r := range res {
 		switch {
-		case r.failedOrSuspect():
+		case r.failedOrSuspect(), r.answered && r.v.out != nil:
 			failed++
 		case !r.answered:
 			waiting++

@@ -3,8 +3,6 @@ package redlock_test
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -62,29 +60,34 @@ func down(t *testing.T, idx ...int) {
 }
 
 // restartEmpty starts node i again with no data, as a crashed Redis without
-// persistence would: it kills the node (if running), deletes everything in its
-// directory but its log, and restarts it.
+// persistence would (testenv's Server.RestartEmpty).
 func restartEmpty(t *testing.T, i int) {
 	t.Helper()
-	s := nodes[i]
-	s.Kill(t)
-	entries, err := os.ReadDir(s.Dir)
-	if err != nil {
-		t.Fatalf("read %s: %v", s.Dir, err)
-	}
-	for _, e := range entries {
-		p := filepath.Join(s.Dir, e.Name())
-		if p == s.Logs() {
-			continue
+	nodes[i].RestartEmpty(t)
+}
+
+// counting waits until every node counts towards l's quorums again (a node that
+// came back empty is kept out for MaxTTL, then given an era): until a lock of l
+// holds on all of them. It fails t after d.
+func counting(t *testing.T, l *redlock.Locker, d time.Duration) {
+	t.Helper()
+	key := "counting-" + distlock.NewToken()[:8]
+	ok := eventually(t, d, func() bool {
+		lease, err := l.TryLock(t.Context(), key, time.Second)
+		if err != nil {
+			return false
 		}
-		if err := os.RemoveAll(p); err != nil {
-			t.Fatalf("wipe %s: %v", p, err)
+		defer func() { _ = l.Unlock(t.Context(), lease) }()
+		for i := range nodes {
+			if held, err := rawExists(t.Context(), i, lockName(key)); err != nil || !held {
+				return false
+			}
 		}
+		return true
+	})
+	if !ok {
+		t.Fatalf("the nodes do not all count again within %v", d)
 	}
-	if entries, _ := os.ReadDir(s.Dir); len(entries) > 1 {
-		t.Fatalf("%s: %d entries left in its directory after wiping it", s, len(entries))
-	}
-	s.Restart(t)
 }
 
 // rawExists reports whether node i holds the Redis key name.

@@ -2,12 +2,15 @@ package redlock_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/distlock/distlock/internal/testenv"
+	"github.com/distlock/distlock/redlock"
 )
 
 // nodes are the five independent redis-servers of this package's tests, started once
@@ -25,9 +28,35 @@ func TestMain(m *testing.M) {
 		// cannot be stopped sooner, so it may outlive the last test by a second.
 		env.IgnoreLeaks(goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
 		var err error
-		nodes, err = env.RedisNodes(5)
-		return err
+		if nodes, err = env.RedisNodes(5); err != nil {
+			return err
+		}
+		return bootstrap()
 	})
+}
+
+// bootstrap takes and releases one lock with all five nodes up, as the first use of a
+// new deployment should: the nodes then count at once (see redlock's nodestate.go),
+// instead of after MaxTTL, for a test that starts with some of them down.
+func bootstrap() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var cs []redis.UniversalClient
+	for _, s := range nodes {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		defer c.Close()
+		cs = append(cs, c)
+	}
+	l, err := redlock.New(cs, nil)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	lease, err := l.TryLock(ctx, "bootstrap", 10*time.Second)
+	if err != nil {
+		return fmt.Errorf("bootstrap the five nodes: %w", err)
+	}
+	return l.Unlock(ctx, lease)
 }
 
 // quiet is a go-redis logger that drops everything.

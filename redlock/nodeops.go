@@ -17,6 +17,8 @@ type phase1 struct {
 	fence   int64         // the node's fence counter (after the increment when locked)
 	owner   string        // the holder's label when not locked
 	holdFor time.Duration // the holder's remaining time to live when not locked
+	era     int64         // the node's era (see nodestate.go)
+	out     *nodeState    // non-nil when the node does not count: it lost its data
 }
 
 // testHookAcquire, when set (by tests), runs before phase 1's script is sent to a
@@ -27,28 +29,35 @@ func (l *Locker) acquireOn(ctx context.Context, i int, n names, token string, ms
 	if hook := testHookAcquire.Load(); hook != nil {
 		(*hook)(i)
 	}
-	v, err := l.run(ctx, i, acquireScript, []string{n.lock, n.fence}, token, ms, l.opts.Owner).Result()
+	v, err := l.run(ctx, i, acquireScript, []string{n.lock, n.fence, l.state.marker, l.state.quarantine},
+		token, ms, l.opts.Owner, l.quarantineMS).Slice()
 	if err != nil {
 		return phase1{}, err
 	}
-	switch v := v.(type) {
-	case int64:
-		if v > 0 {
-			return phase1{locked: true, fence: v}, nil
-		}
-	case []any:
-		if len(v) == 3 {
-			fence, _ := v[0].(int64)
-			owner, _ := v[1].(string)
-			pttl, _ := v[2].(int64)
-			return phase1{fence: fence, owner: owner, holdFor: time.Duration(pttl) * time.Millisecond}, nil
+	num := func(k int) int64 { x, _ := v[k].(int64); return x }
+	if len(v) > 0 {
+		switch num(0) {
+		case 1:
+			if len(v) == 3 && num(1) > 0 {
+				return phase1{locked: true, fence: num(1), era: num(2)}, nil
+			}
+		case 0:
+			if len(v) == 5 {
+				owner, _ := v[2].(string)
+				return phase1{fence: num(1), owner: owner, holdFor: time.Duration(num(3)) * time.Millisecond, era: num(4)}, nil
+			}
+		case 2:
+			if len(v) == 3 {
+				epoch, _ := v[1].(string)
+				return phase1{out: &nodeState{epoch: epoch, left: time.Duration(num(2)) * time.Millisecond}}, nil
+			}
 		}
 	}
 	return phase1{}, fmt.Errorf("redlock: unexpected reply %#v from the acquire script", v)
 }
 
 func (l *Locker) raiseOn(ctx context.Context, i int, n names, token string, fence int64) (bool, error) {
-	v, err := l.run(ctx, i, raiseScript, []string{n.lock, n.fence}, token, fence).Int64()
+	v, err := l.run(ctx, i, raiseScript, []string{n.lock, n.fence, l.state.marker}, token, fence).Int64()
 	return v == 1, err
 }
 

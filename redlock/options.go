@@ -27,6 +27,8 @@ const (
 	// ttl is ttl*DriftFactor + DriftConst.
 	DefaultDriftFactor = 0.01
 	DefaultDriftConst  = 2 * time.Millisecond
+	// DefaultMaxTTL is Options.MaxTTL when it is zero.
+	DefaultMaxTTL = time.Minute
 )
 
 // Options configure a Locker. A nil *Options means the defaults; so does each zero
@@ -61,6 +63,15 @@ type Options struct {
 	// the defaults (0.01 and 2ms).
 	DriftFactor float64
 	DriftConst  time.Duration
+	// MaxTTL is the longest ttl that TryLock and Renew accept (a longer one gives
+	// ErrInvalid), and so the longest any lock on a node can have left. A node that
+	// comes back empty (restarted without its data) is kept out of every quorum for
+	// MaxTTL plus its drift allowance, measured on that node's clock, so that no
+	// lock it forgot can still be in use when it counts again (see "Safety
+	// assumptions" in the package documentation). Every Locker of a deployment must
+	// use the same MaxTTL, or a larger one than any other's ttl. It must not be
+	// negative. Zero means DefaultMaxTTL (1 minute).
+	MaxTTL time.Duration
 }
 
 // withDefaults returns o with its zero fields filled in, or an error wrapping
@@ -105,6 +116,12 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.DriftConst == 0 {
 		r.DriftConst = DefaultDriftConst
+	}
+	if r.MaxTTL < 0 {
+		return r, fmt.Errorf("%w: redlock: Options.MaxTTL %v is negative", distlock.ErrInvalid, r.MaxTTL)
+	}
+	if r.MaxTTL == 0 {
+		r.MaxTTL = DefaultMaxTTL
 	}
 	return r, nil
 }

@@ -29,6 +29,10 @@ type Locker struct {
 	suspect []atomic.Bool // per node: its last call failed (see fanout)
 	hubs    []*hub        // per node: the pub/sub connection shared by Waits
 	late    sync.Map      // token -> *attempt: leases with late phase-1 answers pending
+	state   nodeKeys      // the Redis names of each node's own state (see nodestate.go)
+	// quarantineMS is how long, in ms on its own clock, a node that came back empty
+	// stays out of quorums: MaxTTL plus its drift allowance.
+	quarantineMS int64
 }
 
 // A node is one independent Redis master.
@@ -53,8 +57,13 @@ var (
 // even N is allowed but wasteful. N = 1 is allowed and is a single Redis, with none of
 // RedLock's tolerance.
 //
+// Each node must be one standalone master reached by a *redis.Client (or a
+// UniversalClient of one server): New rejects a *redis.ClusterClient or *redis.Ring,
+// which would spread a node's keys over several servers that fail independently.
+//
 // New returns an error wrapping distlock.ErrInvalid, naming the bad value, when
-// clients is empty or holds nil or the same node twice, or when opts is invalid.
+// clients is empty or holds nil, the same node twice or a Cluster or Ring client, or
+// when opts is invalid.
 func New(clients []redis.UniversalClient, opts *Options) (*Locker, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -64,10 +73,15 @@ func New(clients []redis.UniversalClient, opts *Options) (*Locker, error) {
 		return nil, fmt.Errorf("%w: redlock: no Redis clients (RedLock needs N >= 1 independent masters, best 5)", distlock.ErrInvalid)
 	}
 	l := &Locker{opts: o, quorum: len(clients)/2 + 1}
+	l.state = stateKeys(o.Prefix)
+	l.quarantineMS = millis(o.MaxTTL + l.Drift(o.MaxTTL))
 	addrs := make(map[string]int)
 	for i, c := range clients {
-		if c == nil {
+		switch c.(type) {
+		case nil:
 			return nil, fmt.Errorf("%w: redlock: client %d of %d is nil", distlock.ErrInvalid, i, len(clients))
+		case *redis.ClusterClient, *redis.Ring:
+			return nil, fmt.Errorf("%w: redlock: client %d of %d is a %T: each RedLock node must be one standalone master", distlock.ErrInvalid, i, len(clients), c)
 		}
 		for j := range i {
 			if clients[j] == c {
@@ -152,6 +166,9 @@ func (l *Locker) names(key string) names {
 func (l *Locker) checkTTL(ttl time.Duration) error {
 	if err := distlock.ValidateTTL(ttl); err != nil {
 		return err
+	}
+	if ttl > l.opts.MaxTTL {
+		return fmt.Errorf("%w: redlock: ttl %v is longer than Options.MaxTTL %v", distlock.ErrInvalid, ttl, l.opts.MaxTTL)
 	}
 	if d := l.Drift(ttl); ttl <= d+l.NodeTimeout(ttl) {
 		return fmt.Errorf("%w: redlock: ttl %v leaves no validity after the clock-drift allowance %v and one node timeout %v", distlock.ErrInvalid, ttl, d, l.NodeTimeout(ttl))

@@ -12,6 +12,19 @@ import (
 	"github.com/distlock/distlock/redlock"
 )
 
+// warmUp dials l's connections to every node and loads its scripts there, so that
+// its next call costs one round trip per node.
+func warmUp(t *testing.T, l *redlock.Locker) {
+	t.Helper()
+	lease, err := l.TryLock(t.Context(), "warm-up-"+distlock.NewToken()[:8], 10*time.Second)
+	if err != nil {
+		t.Fatalf("warm-up TryLock: %v", err)
+	}
+	if err := l.Unlock(t.Context(), lease); err != nil {
+		t.Fatalf("warm-up Unlock: %v", err)
+	}
+}
+
 // pttl returns the remaining time to live of the Redis key name on node i.
 func pttl(t *testing.T, i int, name string) time.Duration {
 	t.Helper()
@@ -126,9 +139,10 @@ func TestShorteningRenewPausedMajority(t *testing.T) {
 // deadline still joins the lease: the EVAL that follows its NOSCRIPT reply must not
 // run on the attempt's expired context.
 func TestLateGrantEmptyScriptCache(t *testing.T) {
-	const nodeTimeout = 100 * time.Millisecond
+	const nodeTimeout = 200 * time.Millisecond
 	l := newLocker(t, &redlock.Options{NodeTimeout: nodeTimeout})
 	key := "late-noscript-" + distlock.NewToken()[:8]
+	warmUp(t, l)
 	_, fenceName, _ := redlock.Names(redlock.DefaultPrefix, key)
 	if _, err := testenv.RedisCommand(t.Context(), nodes[0].Addr(), "SCRIPT", "FLUSH"); err != nil {
 		t.Fatal(err)

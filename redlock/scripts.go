@@ -13,46 +13,84 @@ import "github.com/redis/go-redis/v9"
 // is itself a Redis Cluster runs each script on the one shard that owns the slot.
 
 // acquireScript is phase 1 of an acquisition on one node: take the lock if it is free
-// and, in the same atomic step, increment the node's fence counter for the key.
+// and, in the same atomic step, increment the node's fence counter for the key. It
+// first reads the node's own state (see nodestate.go): a node without a marker lost
+// its data, and a node with no era yet or a quarantine does not count; neither takes
+// the lock.
 //
-// KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] token, ARGV[2] ttl in ms,
-// ARGV[3] owner.
+// KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] the node's marker, KEYS[4] its
+// quarantine; ARGV[1] token (also the epoch of a marker this call writes), ARGV[2] ttl
+// in ms, ARGV[3] owner, ARGV[4] the quarantine in ms.
 //
-// Returns the fence (an integer >= 1) when the lock is (now) held by ARGV[1]: the
-// counter's value after the increment. When the lock already holds ARGV[1] (go-redis
-// resent the script after a lost connection and the first copy had run) it returns
-// the fence stored with it, without incrementing again, so a resent acquire is
-// idempotent. Returns {counter, owner, pttl} when another token holds the lock.
+// Returns, with era the node's era:
+//
+//	{1, fence, era}                  the lock is (now) held by ARGV[1]; fence is the
+//	                                 counter after the increment
+//	{0, counter, owner, pttl, era}   another token holds the lock
+//	{2, epoch, quarantine pttl}      the node does not count: it just lost its data
+//	                                 (this call wrote its marker), it is kept out
+//	                                 (pttl > 0), or it waits for its era (pttl < 0)
+//
+// When the lock already holds ARGV[1] (go-redis resent the script after a lost
+// connection and the first copy had run) it returns the fence stored with it,
+// without incrementing again, so a resent acquire is idempotent. A counter that does
+// not exist yet starts at era * 2^40.
 var acquireScript = redis.NewScript(`
+local m = redis.call('GET', KEYS[3])
+if not m then
+  redis.call('SET', KEYS[3], ARGV[1] .. '|')
+  redis.call('SET', KEYS[4], '1', 'PX', ARGV[4])
+  return {2, ARGV[1], tonumber(ARGV[4])}
+end
+local s = string.find(m, '|', 1, true)
+local era = s and tonumber(string.sub(m, s + 1))
+if not era or redis.call('EXISTS', KEYS[4]) == 1 then
+  return {2, string.sub(m, 1, (s or #m + 1) - 1), redis.call('PTTL', KEYS[4])}
+end
 local v = redis.call('GET', KEYS[1])
 if v then
   local i = string.find(v, '|', 1, true)
   local j = i and string.find(v, '|', i + 1, true)
   if j and string.sub(v, 1, i - 1) == ARGV[1] then
-    return tonumber(string.sub(v, i + 1, j - 1))
+    return {1, tonumber(string.sub(v, i + 1, j - 1)), era}
   end
   local owner = ''
   if j then owner = string.sub(v, j + 1) end
-  return {tonumber(redis.call('GET', KEYS[2]) or '0'), owner, redis.call('PTTL', KEYS[1])}
+  return {0, tonumber(redis.call('GET', KEYS[2]) or '0'), owner, redis.call('PTTL', KEYS[1]), era}
+end
+if era > 0 and redis.call('EXISTS', KEYS[2]) == 0 then
+  redis.call('SET', KEYS[2], string.format('%d', era * 1099511627776))
 end
 local f = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. string.format('%d', f) .. '|' .. ARGV[3], 'PX', ARGV[2])
-return f
+return {1, f, era}
 `)
 
 // raiseScript is phase 2 of an acquisition on one node: raise the node's fence
 // counter to at least the acquisition's fence and, when the node's lock holds the
 // acquisition's token, record that fence in the lock's value (keeping its time to
 // live). Raising a counter is always safe: counters only have to be at least every
-// fence issued, so the raise runs whether or not the lock is ours.
+// fence issued, so the raise runs whether or not the lock is ours. It also lifts the
+// node's era to the fence's era part, so that a node that comes back empty later is
+// given an era above it. A node that has no era (it lost its data since phase 1, or
+// waits for its era) is left alone: its counters must start at its era.
 //
-// KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] token, ARGV[2] fence.
-// Returns 1 when the lock holds ARGV[1] (so the counter is now >= ARGV[2] on a node
-// this acquisition holds), 0 otherwise.
+// KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] the node's marker; ARGV[1] token,
+// ARGV[2] fence. Returns 1 when the lock holds ARGV[1] (so the counter is now >=
+// ARGV[2] on a node this acquisition holds), 0 otherwise.
 var raiseScript = redis.NewScript(`
+local m = redis.call('GET', KEYS[3])
+local s = m and string.find(m, '|', 1, true)
+local era = s and tonumber(string.sub(m, s + 1))
+if not era then return 0 end
 local f = tonumber(ARGV[2])
-if tonumber(redis.call('GET', KEYS[2]) or '0') < f then
+local c = tonumber(redis.call('GET', KEYS[2]) or string.format('%d', era * 1099511627776))
+if c < f then
   redis.call('SET', KEYS[2], ARGV[2])
+end
+local fe = math.floor(f / 1099511627776)
+if fe > era then
+  redis.call('SET', KEYS[3], string.sub(m, 1, s) .. string.format('%d', fe))
 end
 local v = redis.call('GET', KEYS[1])
 if v then
