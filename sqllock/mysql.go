@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -41,6 +42,7 @@ func NewMySQL(ctx context.Context, db *sql.DB, opts *Options) (*Locker, error) {
 
 type mysqlDialect struct {
 	db                                                   *sql.DB
+	ids                                                  connIDs
 	owner                                                string
 	create, acquireSQL, renewSQL, releaseSQL, inspectSQL string
 	heldSQL                                              string
@@ -74,7 +76,9 @@ ON DUPLICATE KEY UPDATE
 	owner = IF(` + won + `, ?, owner),
 	fence = IF(` + won + `, LAST_INSERT_ID(fence + 1), fence + LAST_INSERT_ID(0)),
 	expires_at = IF(` + won + `, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, expires_at)`,
-		renewSQL: `UPDATE ` + t + ` SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+		// GREATEST: a renewal never moves the expiry earlier (a shorter ttl whose
+		// reply is lost must not cut the lease under its holder's old Expires).
+		renewSQL: `UPDATE ` + t + ` SET expires_at = GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
 WHERE key_hash = ? AND lock_key = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`,
 		releaseSQL: `UPDATE ` + t + ` SET expires_at = UTC_TIMESTAMP(6)
 WHERE key_hash = ? AND lock_key = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`,
@@ -85,22 +89,57 @@ WHERE key_hash = ? AND lock_key = ? AND token = ? AND expires_at > UTC_TIMESTAMP
 	}
 }
 
-func (d *mysqlDialect) acquire(ctx context.Context, kh, key, token []byte, ttl time.Duration) (int64, bool, error) {
+func (d *mysqlDialect) acquire(ctx context.Context, kh, key, token []byte, ttl time.Duration) (int64, bool, session, error) {
+	c, err := d.db.Conn(ctx)
+	if err != nil {
+		return 0, false, session{}, notSent(err)
+	}
+	defer c.Close()
+	cid, err := d.ids.of(ctx, c)
+	if err != nil {
+		return 0, false, session{}, notSent(err)
+	}
+	sess := session{id: cid}
 	us := micros(ttl)
-	res, err := d.db.ExecContext(ctx, d.acquireSQL,
+	res, err := c.ExecContext(ctx, d.acquireSQL,
 		kh, key, token, us, d.owner,
 		key, token,
 		key, d.owner,
 		key,
 		key, us)
 	if err != nil {
-		return 0, false, err
+		return 0, false, sess, err
 	}
 	id, err := res.LastInsertId()
 	if err != nil {
-		return 0, false, err
+		return 0, false, sess, err
 	}
-	return id, id > 0, nil
+	return id, id > 0, sess, nil
+}
+
+// endSession kills the connection (KILL only flags it), then looks whether the
+// process list still shows it: a connection leaves the list after its transaction
+// has been rolled back or committed. A user may kill its own connections without
+// any privilege.
+func (d *mysqlDialect) endSession(ctx context.Context, s session) error {
+	_, err := d.db.ExecContext(ctx, "KILL CONNECTION "+strconv.FormatInt(s.id, 10))
+	var me *mysql.MySQLError
+	switch {
+	case errors.As(err, &me) && me.Number == 1094: // ER_NO_SUCH_THREAD: gone
+		return nil
+	case errors.As(err, &me):
+		return fmt.Errorf("%w %d: %w", errCannotEnd, s.id, err)
+	case err != nil:
+		return err
+	}
+	var n int
+	if err := d.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?`, s.id).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return errSessionLive
+	}
+	return nil
 }
 
 func (d *mysqlDialect) renew(ctx context.Context, kh, key, token []byte, ttl time.Duration) (bool, error) {

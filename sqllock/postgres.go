@@ -70,6 +70,19 @@ type pgDialect struct {
 	channel                                  string // of the notifications
 }
 
+// pgSessionKey is where a connection's session is kept in its PgConn.CustomData.
+const pgSessionKey = "github.com/distlock/distlock/sqllock.session"
+
+// pgSessionSQL names the connection's own session; pgEndSQL terminates a session
+// (the same pid and start) and waits up to $3 ms until it has exited. It returns no
+// row when the session is gone, and false (with a warning) while it is still there.
+// The two-argument pg_terminate_backend needs PostgreSQL 14.
+const (
+	pgSessionSQL = `SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()`
+	pgEndSQL     = `SELECT pg_terminate_backend(pid, $3) FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2`
+	pgEndWaitMS  = 1000
+)
+
 func newPGDialect(pool *pgxpool.Pool, r resolved) *pgDialect {
 	t := r.quoted(`"`)
 	sum := sha256.Sum256([]byte(r.name()))
@@ -92,7 +105,9 @@ ON CONFLICT (key_hash) DO UPDATE
 SET token = excluded.token, fence = t.fence + 1, expires_at = excluded.expires_at, owner = excluded.owner
 WHERE t.expires_at <= now() AND t.lock_key = excluded.lock_key
 RETURNING t.fence`,
-		renewSQL: `UPDATE ` + t + ` SET expires_at = now() + $4::bigint * interval '1 microsecond'
+		// GREATEST: a renewal never moves the expiry earlier (a shorter ttl whose
+		// reply is lost must not cut the lease under its holder's old Expires).
+		renewSQL: `UPDATE ` + t + ` SET expires_at = GREATEST(expires_at, now() + $4::bigint * interval '1 microsecond')
 WHERE key_hash = $1 AND lock_key = $2 AND token = $3 AND expires_at > now()`,
 		// pg_notify is volatile, so it runs once per released row; the notification
 		// is delivered when the statement commits.
@@ -123,16 +138,66 @@ func (d *pgDialect) createTable(ctx context.Context) error {
 	return err
 }
 
-func (d *pgDialect) acquire(ctx context.Context, kh, key, token []byte, ttl time.Duration) (int64, bool, error) {
+func (d *pgDialect) acquire(ctx context.Context, kh, key, token []byte, ttl time.Duration) (int64, bool, session, error) {
+	c, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return 0, false, session{}, notSent(err)
+	}
+	defer c.Release()
+	sess, err := d.session(ctx, c)
+	if err != nil {
+		return 0, false, session{}, notSent(err)
+	}
 	var fence int64
-	err := d.pool.QueryRow(ctx, d.acquireSQL, kh, key, token, micros(ttl), d.owner).Scan(&fence)
+	err = c.QueryRow(ctx, d.acquireSQL, kh, key, token, micros(ttl), d.owner).Scan(&fence)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, false, nil
+		return 0, false, sess, nil
 	}
 	if err != nil {
-		return 0, false, err
+		return 0, false, sess, err
 	}
-	return fence, true, nil
+	return fence, true, sess, nil
+}
+
+// session returns the session of c, asked once per connection and kept in its
+// CustomData. It is zero (cannot be ended) when the server's pid is not the one
+// the connection reported at startup: a pooler such as PgBouncer is in between,
+// and the session may serve other clients.
+func (d *pgDialect) session(ctx context.Context, c *pgxpool.Conn) (session, error) {
+	pc := c.Conn().PgConn()
+	if s, ok := pc.CustomData()[pgSessionKey].(session); ok {
+		return s, nil
+	}
+	var pid int32
+	var start time.Time
+	err := c.QueryRow(ctx, pgSessionSQL).Scan(&pid, &start)
+	var s session
+	switch {
+	case err == nil && uint32(pid) == pc.PID():
+		s = session{id: int64(pid), start: start}
+	case err == nil, errors.Is(err, pgx.ErrNoRows):
+	default:
+		return session{}, err
+	}
+	pc.CustomData()[pgSessionKey] = s
+	return s, nil
+}
+
+func (d *pgDialect) endSession(ctx context.Context, s session) error {
+	var ended bool
+	err := d.pool.QueryRow(ctx, pgEndSQL, int32(s.id), s.start, int64(pgEndWaitMS)).Scan(&ended)
+	var pe *pgconn.PgError
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil // gone
+	case errors.As(err, &pe):
+		return fmt.Errorf("%w %d: %w", errCannotEnd, s.id, err)
+	case err != nil:
+		return err
+	case !ended:
+		return errSessionLive // or exited just before the call: the next look tells
+	}
+	return nil
 }
 
 func (d *pgDialect) renew(ctx context.Context, kh, key, token []byte, ttl time.Duration) (bool, error) {

@@ -92,7 +92,8 @@ ON CONFLICT (key_hash) DO UPDATE
 SET token = excluded.token, fence = fence + 1, expires_at = excluded.expires_at, owner = excluded.owner
 WHERE expires_at <= ` + sqliteNow + ` AND lock_key = excluded.lock_key
 RETURNING fence`,
-		renewSQL: `UPDATE ` + t + ` SET expires_at = ` + sqliteNow + ` + ?4
+		// max: a renewal never moves the expiry earlier.
+		renewSQL: `UPDATE ` + t + ` SET expires_at = max(expires_at, ` + sqliteNow + ` + ?4)
 WHERE key_hash = ?1 AND lock_key = ?2 AND token = ?3 AND expires_at > ` + sqliteNow,
 		releaseSQL: `UPDATE ` + t + ` SET expires_at = ` + sqliteNow + `
 WHERE key_hash = ?1 AND lock_key = ?2 AND token = ?3 AND expires_at > ` + sqliteNow,
@@ -111,17 +112,23 @@ func sqliteMillis(ttl time.Duration) int64 {
 	return int64(ms) + 1
 }
 
-func (d *sqliteDialect) acquire(ctx context.Context, kh, key, token []byte, ttl time.Duration) (int64, bool, error) {
+// acquire names no session: the driver runs the statement in this process, and the
+// call returns only once the statement has committed or rolled back, so nothing of
+// it can reach the database later (see the package doc).
+func (d *sqliteDialect) acquire(ctx context.Context, kh, key, token []byte, ttl time.Duration) (int64, bool, session, error) {
 	var fence int64
 	err := d.db.QueryRowContext(ctx, d.acquireSQL, kh, key, token, sqliteMillis(ttl), d.owner).Scan(&fence)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, false, nil
+		return 0, false, session{}, nil
 	}
 	if err != nil {
-		return 0, false, err
+		return 0, false, session{}, err
 	}
-	return fence, true, nil
+	return fence, true, session{}, nil
 }
+
+// endSession is never called: acquire names no session.
+func (d *sqliteDialect) endSession(context.Context, session) error { return nil }
 
 func (d *sqliteDialect) renew(ctx context.Context, kh, key, token []byte, ttl time.Duration) (bool, error) {
 	res, err := d.db.ExecContext(ctx, d.renewSQL, kh, key, token, sqliteMillis(ttl))

@@ -20,20 +20,24 @@ const (
 	retryBackoff = 5 * time.Millisecond // first sleep; doubles, with full jitter
 )
 
-// cleanupTimeout bounds the removal of a half-made lock after an acquire whose
-// outcome is unknown.
-const cleanupTimeout = 5 * time.Second
-
 // A dialect runs the statements of one database. key is the key's bytes, kh its
 // SHA-256 (the primary key). Every statement checks lock_key = key as well as the
 // hash. The methods make one attempt; the Locker retries.
 type dialect interface {
 	// acquire runs the single acquiring statement: insert the row, or take it over
 	// when it has expired. won reports whether token now owns the key; fence is then
-	// its fence.
-	acquire(ctx context.Context, kh, key, token []byte, ttl time.Duration) (fence int64, won bool, err error)
-	// renew moves the expiry of the row that token owns to now + ttl; held is false
-	// when token does not own an unexpired row.
+	// its fence. sess names the database session that the statement was sent on
+	// (learned before it was sent; zero when it cannot be named). An error from
+	// before the statement was sent wraps it with notSent.
+	acquire(ctx context.Context, kh, key, token []byte, ttl time.Duration) (fence int64, won bool, sess session, err error)
+	// endSession ends the database session sess and returns nil once it has ended
+	// (or had ended before): no statement sent on it can commit after that. It
+	// returns errSessionLive while the session is still there, and an error
+	// wrapping errCannotEnd when the database refused.
+	endSession(ctx context.Context, sess session) error
+	// renew moves the expiry of the row that token owns to the later of its
+	// expiry and now + ttl (never earlier); held is false when token does not own
+	// an unexpired row.
 	renew(ctx context.Context, kh, key, token []byte, ttl time.Duration) (held bool, err error)
 	// release sets the expiry of the row that token owns to now, keeping the row and
 	// its fence; held is false when token did not own an unexpired row.
@@ -107,18 +111,19 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 	kh, kb, tb := keyHash(key), []byte(key), []byte(token)
 	var fence int64
 	var won bool
+	var sess session
 	err := l.retry(ctx, func() error {
 		var err error
-		fence, won, err = l.d.acquire(ctx, kh, kb, tb, ttl)
+		fence, won, sess, err = l.d.acquire(ctx, kh, kb, tb, ttl)
 		return err
 	})
 	if err != nil {
-		if !l.d.definite(err) {
+		if !l.definite(err) {
 			// The statement may have committed, or may still reach the database:
-			// remove our half-made lock in the background (so that TryLock
-			// returns promptly), with a fresh bounded context, not ctx, which may
-			// be what ended the attempt.
-			l.cleanups.Go(func() { l.cleanup(ctx, kh, kb, tb) })
+			// end its session, then remove our half-made lock, in the background
+			// (so that TryLock returns promptly) and with fresh bounded contexts,
+			// not ctx, which may be what ended the attempt.
+			l.cleanups.Go(func() { l.cleanup(ctx, kh, kb, tb, sess) })
 		}
 		return distlock.Lease{}, fmt.Errorf("sqllock: TryLock %s: %w", quoteKey(key), err)
 	}
@@ -132,22 +137,13 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 	return distlock.Lease{Key: key, Token: token, Fence: uint64(fence), Expires: start.Add(ttl)}, nil
 }
 
-// cleanup releases the row that token may own, with a fresh context bounded by
-// cleanupTimeout, ignoring errors: if it fails, the row expires by its ttl.
-// Each runs in its own goroutine, which ends within cleanupTimeout.
-func (l *Locker) cleanup(ctx context.Context, kh, key, token []byte) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	_ = l.retry(cctx, func() error {
-		_, err := l.d.release(cctx, kh, key, token)
-		return err
-	})
-}
-
 // Renew moves the lease's expiry to ttl from now (by the database's clock) if the
-// lease still owns its key, and returns the new Lease (same Token and Fence). It
-// returns an error wrapping distlock.ErrNotHeld when the lease expired, was released
-// or another lease holds the key.
+// lease still owns its key, and returns the new Lease (same Token and Fence) with
+// Expires = the time before the statement was sent + ttl. It never shortens what the
+// database holds: the row keeps the later of its expiry and now + ttl, so that after
+// a Renew whose outcome is unknown (a lost reply) the old Lease's Expires is still a
+// bound. It returns an error wrapping distlock.ErrNotHeld when the lease expired, was
+// released or another lease holds the key.
 func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
 	start := time.Now()
 	if err := distlock.ValidateLease(lease); err != nil {
