@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/faultproxy"
 )
 
 // BenchmarkTryLockUnlock measures an uncontended TryLock followed by Unlock of one
@@ -87,4 +88,59 @@ func BenchmarkTryLockUnlock(b *testing.B) {
 		}
 		run(b, l)
 	})
+}
+
+// BenchmarkTryLockUnlockRoundTrips measures an uncontended TryLock followed by Unlock
+// through a proxy that adds 20ms each way: ns/op divided by 40ms is the number of
+// round trips per TryLock+Unlock (2 when each is one statement), whatever the
+// machine's load.
+func BenchmarkTryLockUnlockRoundTrips(b *testing.B) {
+	const oneWay = 20 * time.Millisecond
+	run := func(b *testing.B, p *faultproxy.Proxy, l distlock.Locker) {
+		key := "bench-" + distlock.NewToken()
+		ctx := b.Context()
+		warm, err := l.TryLock(ctx, key, 10*time.Second) // connect, prepare
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Unlock(ctx, warm); err != nil {
+			b.Fatal(err)
+		}
+		p.Delay(oneWay)
+		for b.Loop() {
+			lease, err := l.TryLock(ctx, key, 10*time.Second)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Unlock(ctx, lease); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed())/float64(b.N)/float64(2*oneWay), "roundtrips/op")
+	}
+	b.Run("postgres", func(b *testing.B) {
+		p := newBenchProxy(b, pgSrv.Addr())
+		l, err := NewPostgres(b.Context(), pgPool(b, p.Addr()), &Options{Table: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, p, l)
+	})
+	b.Run("mariadb", func(b *testing.B) {
+		p := newBenchProxy(b, mySrv.Addr())
+		l, err := NewMySQL(b.Context(), myDB(b, p.Addr(), nil), &Options{Table: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, p, l)
+	})
+}
+
+func newBenchProxy(b *testing.B, addr string) *faultproxy.Proxy {
+	p, err := faultproxy.New(addr, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = p.Close() })
+	return p
 }
