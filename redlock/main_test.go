@@ -18,10 +18,14 @@ import (
 // so every test starts with all five running.
 var nodes []*testenv.Server
 
+// env starts the servers of tests that need one of their own (CheckServer's).
+var env *testenv.Env
+
 func TestMain(m *testing.M) {
 	// The tests kill nodes on purpose; go-redis logs every failed dial.
 	redis.SetLogger(quiet{})
-	testenv.Main(m, func(env *testenv.Env) error {
+	testenv.Main(m, func(e *testenv.Env) error {
+		env = e
 		// After a client has failed to dial a dead node PoolSize times, go-redis
 		// starts a probe goroutine (ConnPool.tryDial) that sleeps 1s between
 		// dials and notices that the client was closed only when it wakes up: it
