@@ -44,9 +44,9 @@ type electionRewriter struct {
 	conns  map[net.Conn]struct{}
 }
 
-// newElectionRewriter listens on a free loopback port and forwards to target.
-func newElectionRewriter(target string) (*electionRewriter, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// newElectionRewriter listens on the loopback address listen and forwards to target.
+func newElectionRewriter(listen, target string) (*electionRewriter, error) {
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, fmt.Errorf("testenv: election rewriter for %s: %w", target, err)
 	}

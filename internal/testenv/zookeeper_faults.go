@@ -76,18 +76,26 @@ func (e *Env) ZooKeeperProxiedEnsemble(n int) (*Ensemble, error) {
 	if n < 2 {
 		return nil, fmt.Errorf("testenv: ZooKeeperProxiedEnsemble(%d): an ensemble needs at least 2 nodes", n)
 	}
-	ports, err := FreePorts(2 * n) // node j's quorum and election ports
+	// Every port is chosen at once, so that no proxy takes a port meant for a node:
+	// node j's quorum and election ports, then one per rewriter and per proxy.
+	all, err := FreePorts(2*n + n + 2*n*(n-1))
 	if err != nil {
 		return nil, err
+	}
+	ports, spare := all[:2*n], all[2*n:]
+	local := func(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+	next := func() string {
+		port := spare[0]
+		spare = spare[1:]
+		return local(port)
 	}
 	p := &zkPeers{quorum: make([][]*faultproxy.Proxy, n), election: make([][]*faultproxy.Proxy, n)}
 	fail := func(err error) (*Ensemble, error) {
 		p.close()
 		return nil, err
 	}
-	local := func(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 	for j := range n {
-		r, err := newElectionRewriter(local(ports[2*j+1]))
+		r, err := newElectionRewriter(next(), local(ports[2*j+1]))
 		if err != nil {
 			return fail(err)
 		}
@@ -102,12 +110,12 @@ func (e *Env) ZooKeeperProxiedEnsemble(n int) (*Ensemble, error) {
 			if i == j {
 				continue
 			}
-			q, err := faultproxy.New(local(ports[2*j]), nil)
+			q, err := faultproxy.New(local(ports[2*j]), &faultproxy.Options{ListenAddr: next()})
 			if err != nil {
 				return fail(err)
 			}
 			p.quorum[i][j] = q
-			el, err := faultproxy.New(p.rewriters[j].Addr(), nil)
+			el, err := faultproxy.New(p.rewriters[j].Addr(), &faultproxy.Options{ListenAddr: next()})
 			if err != nil {
 				return fail(err)
 			}
