@@ -11,9 +11,18 @@ import (
 // A sub is a Lost subscription: one lease that someone watches.
 type sub struct {
 	ch      chan struct{} // closed when the lease is lost
-	session int64
+	session int64         // the session that owns the node (its ephemeralOwner); 0 until read
 	node    string
 	expires time.Time // the latest Expires of the lease
+}
+
+// owner returns the session whose node s watches, or, until that is read, the
+// connection's current one: a node that is this client's belongs to it.
+func (l *Locker) owner(s *sub) int64 {
+	if s.session != 0 {
+		return s.session
+	}
+	return l.conn.SessionID()
 }
 
 // closedChan is returned by Lost for a lease that is lost already.
@@ -33,17 +42,17 @@ var closedChan = func() chan struct{} {
 // with nobody using it), and Renew and Unlock of it return ErrNotHeld.
 //
 // Lost returns nil for a lease whose Token this package did not make. Call it with the
-// Locker that acquired the lease. It checks once, in the background, that the lease's
-// node exists (the channel closes at once for a lease that was already unlocked), then
-// watches the session by polling the zk.Conn's state (every SessionTimeout/40, at most
-// every 50ms, only while some lease is watched), and keeps nothing once the lease is
-// unlocked, lost or expired.
+// Locker that acquired the lease. It reads the lease's node in the background (again
+// after a connection error), and closes the channel at once when the node is gone (the
+// lease was unlocked) or does not belong to the connection's session (the session that
+// took the lease ended). Then it watches that session, the node's owner, by polling
+// the zk.Conn's state (every SessionTimeout/40, at most every 50ms, only while some
+// lease is watched), and keeps nothing once the lease is unlocked, lost or expired.
 func (l *Locker) Lost(lease distlock.Lease) <-chan struct{} {
 	_, node, err := l.leaseNode("Lost", lease)
 	if err != nil {
 		return nil
 	}
-	sid := l.conn.SessionID() // checked against the node's owner below
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -58,7 +67,7 @@ func (l *Locker) Lost(lease distlock.Lease) <-chan struct{} {
 		}
 		return s.ch
 	}
-	s := &sub{ch: make(chan struct{}), session: sid, node: node, expires: lease.Expires}
+	s := &sub{ch: make(chan struct{}), node: node, expires: lease.Expires}
 	if !time.Now().Before(lease.Expires) {
 		l.loseLocked(lease.Token, s)
 		return s.ch
@@ -68,19 +77,50 @@ func (l *Locker) Lost(lease distlock.Lease) <-chan struct{} {
 		l.monitoring = l.spawnLocked(l.monitor)
 	}
 	// The lease may have been unlocked already, or belong to another session (an
-	// ended one, or another client's): check once, in the background.
-	l.spawnLocked(func() {
-		exists, stat, err := l.conn.Exists(node)
-		if err == nil && (!exists || stat.EphemeralOwner != sid || uint64(stat.Czxid) != lease.Fence) {
-			l.mu.Lock()
-			if l.subs[lease.Token] == s {
+	// ended one, or another client's): read the node in the background.
+	l.spawnLocked(func() { l.readOwner(lease.Token, lease.Fence, s) })
+	return s.ch
+}
+
+// readOwner reads the node of the Lost subscription s and records the session that
+// owns it, or closes s's channel when the node is gone, is not the one that the
+// lease's acquisition created, or belongs to a session other than the connection's
+// (the session that took the lease ended, or the lease is another client's: either
+// way there is nothing of this client's to delete). It retries connection errors
+// until it has an answer, s is gone, or the Locker is closed.
+func (l *Locker) readOwner(token string, fence uint64, s *sub) {
+	backoff := reapMinBackoff
+	for {
+		exists, stat, err := l.conn.Exists(s.node)
+		sid := l.conn.SessionID() // after the reply: a session that ended is replaced by then
+		l.mu.Lock()
+		if l.subs[token] != s {
+			l.mu.Unlock()
+			return // unlocked, lost or closed meanwhile
+		}
+		if err == nil {
+			if !exists || uint64(stat.Czxid) != fence || stat.EphemeralOwner != sid {
 				close(s.ch)
-				delete(l.subs, lease.Token)
+				delete(l.subs, token)
+			} else {
+				s.session = stat.EphemeralOwner
 			}
 			l.mu.Unlock()
+			return
 		}
-	})
-	return s.ch
+		l.mu.Unlock()
+		if !retriable(err) {
+			return // the monitor and Expires still watch the lease
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-l.done:
+			t.Stop()
+			return
+		}
+		backoff = min(2*backoff, reapMaxBackoff)
+	}
 }
 
 // loseLocked closes s's channel, forgets s, and deletes its node in the background
@@ -88,12 +128,13 @@ func (l *Locker) Lost(lease distlock.Lease) <-chan struct{} {
 func (l *Locker) loseLocked(token string, s *sub) {
 	close(s.ch)
 	delete(l.subs, token)
-	if l.sessionOver(s.session) {
+	owner := l.owner(s)
+	if l.sessionOver(owner) {
 		return
 	}
 	l.dead[token] = struct{}{}
 	if !l.spawnLocked(func() {
-		l.reapNode(s.node, s.session)
+		l.reapNode(s.node, owner)
 		l.mu.Lock()
 		delete(l.dead, token)
 		l.mu.Unlock()
@@ -149,7 +190,7 @@ func (l *Locker) monitor() {
 		suspended := !connected && now.Sub(downSince) >= l.o.DisconnectGrace
 		l.mu.Lock()
 		for tok, s := range l.subs {
-			if sid != s.session || state == zk.StateExpired || suspended || !now.Before(s.expires) {
+			if s.session != 0 && sid != s.session || state == zk.StateExpired || suspended || !now.Before(s.expires) {
 				l.loseLocked(tok, s)
 			}
 		}

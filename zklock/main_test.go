@@ -21,10 +21,13 @@ var (
 	// zkEns has 3 nodes that reach each other through fault proxies
 	// (testenv.ZooKeeperProxiedEnsemble): conformance, leader kill, isolation.
 	zkEns *testenv.Ensemble
+	// zkEnv starts servers that a test needs for itself.
+	zkEnv *testenv.Env
 )
 
 func TestMain(m *testing.M) {
 	testenv.Main(m, func(env *testenv.Env) error {
+		zkEnv = env
 		var err error
 		if zkSrv, err = env.ZooKeeper(); err != nil {
 			return err

@@ -12,9 +12,9 @@ import (
 // is unknown, a lease reported lost. An ephemeral node lives as long as its session,
 // so a node left behind by a live session would block the key for good; the reaper
 // therefore retries until the node is gone or its session has ended (ZooKeeper then
-// deleted it), not for a fixed time. It stops early when the Locker is closed, or
-// when the zk.Conn was closed (its requests then fail at once and its state stays
-// StateDisconnected; the session is over).
+// deleted it), not for a fixed time, and goes on after Close (which waits for it). It
+// stops early when the zk.Conn was closed (its requests then fail at once and its
+// state stays StateDisconnected; the session is over), or when Close gives up.
 
 // Reaper pacing.
 const (
@@ -23,21 +23,23 @@ const (
 	// reapClosedAfter is how many failed rounds in a row, with the connection in
 	// StateDisconnected each time, make the reaper conclude that the zk.Conn was
 	// closed. A conn that reconnects spends its time in StateConnecting instead.
-	reapClosedAfter = 5
+	// After Close, when a closed zk.Conn is the likely reason, fewer will do.
+	reapClosedAfter      = 5
+	reapClosedAfterClose = 2
 )
 
 // reap runs round until it reports done, with backoff between rounds.
 func (l *Locker) reap(round func() (done bool, err error)) {
 	backoff := reapMinBackoff
 	closedRounds := 0
-	for !l.isClosed() {
+	for !l.quitting() {
 		done, err := round()
 		if done {
 			return
 		}
 		if errors.Is(err, zk.ErrConnectionClosed) && l.conn.State() == zk.StateDisconnected {
 			closedRounds++
-			if closedRounds >= reapClosedAfter {
+			if closedRounds >= reapClosedAfter || l.isClosed() && closedRounds >= reapClosedAfterClose {
 				return
 			}
 		} else {
@@ -46,11 +48,21 @@ func (l *Locker) reap(round func() (done bool, err error)) {
 		t := time.NewTimer(backoff)
 		select {
 		case <-t.C:
-		case <-l.done:
+		case <-l.quit:
 			t.Stop()
 			return
 		}
 		backoff = min(2*backoff, reapMaxBackoff)
+	}
+}
+
+// quitting reports whether Close gave up deleting nodes.
+func (l *Locker) quitting() bool {
+	select {
+	case <-l.quit:
+		return true
+	default:
+		return false
 	}
 }
 

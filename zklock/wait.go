@@ -36,12 +36,13 @@ type pendingWait struct {
 	timer *time.Timer // deletes the node if nobody claims it within claimWindow
 }
 
-// addPending records the waiter node path of keyPath for a TryLock to claim.
-func (l *Locker) addPending(keyPath, path string) {
+// addPending records the waiter node path of keyPath for a TryLock to claim. It
+// returns false after Close: the caller deletes the node.
+func (l *Locker) addPending(keyPath, path string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return // the session ends with the connection; nothing to order any more
+		return false
 	}
 	w := &pendingWait{path: path}
 	w.timer = time.AfterFunc(claimWindow, func() {
@@ -52,6 +53,7 @@ func (l *Locker) addPending(keyPath, path string) {
 		}
 	})
 	l.pending[keyPath] = append(l.pending[keyPath], w)
+	return true
 }
 
 // removePendingLocked removes w from keyPath's pending waiter nodes; l.mu is held.
@@ -145,8 +147,7 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 	if !l.spawn(func() {
 		path, err := l.queue(ctx.Done(), keyPath)
 		if state.CompareAndSwap(pending, delivered) {
-			if err == nil && path != "" {
-				l.addPending(keyPath, path)
+			if err == nil && path != "" && l.addPending(keyPath, path) {
 				path = ""
 			}
 			res <- err
@@ -246,9 +247,14 @@ func (l *Locker) queue(abandon <-chan struct{}, keyPath string) (path string, er
 	}
 }
 
-// reapWaiterID deletes the waiter nodes of keyPath with id.
+// reapWaiterID deletes the waiter nodes of keyPath with id. It syncs the server
+// with the leader first, as findOwn does: after a lost reply the client may have
+// reconnected to a server that has not applied the create yet.
 func (l *Locker) reapWaiterID(keyPath, id string) {
 	l.reap(func() (bool, error) {
+		if _, err := l.conn.Sync(keyPath); err != nil {
+			return errors.Is(err, zk.ErrNoNode) || !retriable(err), err
+		}
 		children, _, err := l.conn.Children(keyPath)
 		if err != nil {
 			return errors.Is(err, zk.ErrNoNode) || !retriable(err), err

@@ -133,7 +133,10 @@ type Locker struct {
 
 	mu         sync.Mutex
 	closed     bool
-	done       chan struct{} // closed by Close
+	done       chan struct{} // closed by Close: calls and waits stop
+	quit       chan struct{} // closed once Close gives up deleting nodes (see Close)
+	quitOnce   sync.Once
+	quitTimer  *time.Timer
 	wg         sync.WaitGroup
 	subs       map[string]*sub           // Lost subscriptions, by Token
 	dead       map[string]struct{}       // Tokens declared lost whose node is being removed
@@ -168,17 +171,23 @@ func New(conn *zk.Conn, opts *Options) (*Locker, error) {
 		o:       o,
 		data:    []byte(o.Owner),
 		done:    make(chan struct{}),
+		quit:    make(chan struct{}),
 		subs:    make(map[string]*sub),
 		dead:    make(map[string]struct{}),
 		pending: make(map[string][]*pendingWait),
 	}, nil
 }
 
-// Close stops the Locker's background work and waits until its goroutines have
-// exited, which includes ZooKeeper requests they have in flight: close the zk.Conn
-// first for an immediate return (closing the session makes ZooKeeper delete every
-// lock node of the session anyway). After Close every Lost channel is closed and
-// every method returns ErrClosed. Close does not close the zk.Conn.
+// Close stops the Locker: calls in flight return (a Wait with ErrClosed at once), as
+// does every later call, with ErrClosed, and every Lost channel closes. With the
+// zk.Conn still open, Close then deletes the nodes that only the Locker would have
+// deleted, so that they do not keep the key for the rest of the session: the waiter
+// nodes of its Waits, the lock nodes of leases watched through Lost (Close reports
+// them lost), and nodes that cancelled or failed calls left. It waits for that, and
+// for requests in flight, and gives up after SessionTimeout if the connection stays
+// down. Closing the zk.Conn first makes Close return at once (the session's end
+// deletes all its nodes). Close does not close the zk.Conn; leases that are not
+// watched stay held until Unlock (before Close) or the session's end.
 func (l *Locker) Close() error {
 	l.mu.Lock()
 	if !l.closed {
@@ -187,17 +196,44 @@ func (l *Locker) Close() error {
 		for tok, s := range l.subs {
 			close(s.ch)
 			delete(l.subs, tok)
+			owner := l.owner(s)
+			l.cleanupLocked(func() { l.reapNode(s.node, owner) })
 		}
 		for kp, ws := range l.pending {
 			for _, w := range ws {
 				w.timer.Stop()
+				l.cleanupLocked(func() { l.reapNode(w.path, 0) })
 			}
 			delete(l.pending, kp)
 		}
+		l.quitTimer = time.AfterFunc(l.o.SessionTimeout, l.stopCleanup)
 	}
 	l.mu.Unlock()
 	l.wg.Wait()
+	l.stopCleanup()
 	return nil
+}
+
+// cleanupLocked runs f in a goroutine that Close waits for, also while Close runs;
+// l.mu is held.
+func (l *Locker) cleanupLocked(f func()) {
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		f()
+	}()
+}
+
+// stopCleanup makes the node removals still running after Close give up.
+func (l *Locker) stopCleanup() {
+	l.quitOnce.Do(func() {
+		l.mu.Lock()
+		if l.quitTimer != nil {
+			l.quitTimer.Stop()
+		}
+		l.mu.Unlock()
+		close(l.quit)
+	})
 }
 
 // spawn runs f in a goroutine that Close waits for; it returns false after Close.
