@@ -13,7 +13,7 @@ import (
 // Do runs a job on one instance at a time: TryLock, keep the lease alive while the
 // job runs, release when it returns.
 func ExampleDo() {
-	locker := memlock.New() // or redislock.New(...), sqllock.NewPostgres(...), ...
+	locker := memlock.New() // or any backend's Locker
 	err := distlock.Do(context.Background(), locker, "nightly-report", &distlock.DoOptions{TTL: 10 * time.Second},
 		func(ctx context.Context) error {
 			// ctx is cancelled if the lease is lost: stop touching shared state then.
@@ -45,7 +45,7 @@ func ExampleHold() {
 
 // Lock waits for a key; bound the wait with the context.
 func ExampleLock() {
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
 	locker := memlock.New()
 	if _, err := locker.TryLock(ctx, "k", time.Minute); err != nil {
@@ -68,9 +68,15 @@ func ExampleLease_fence() {
 		highest = fence
 		return nil
 	}
-	a, _ := locker.TryLock(ctx, "file", time.Minute)
+	a, err := locker.TryLock(ctx, "file", time.Minute)
+	if err != nil {
+		return
+	}
 	locker.Revoke("file") // a pauses; its lease lapses
-	b, _ := locker.TryLock(ctx, "file", time.Minute)
+	b, err := locker.TryLock(ctx, "file", time.Minute)
+	if err != nil {
+		return
+	}
 	fmt.Println(write(b.Fence))
 	fmt.Println(write(a.Fence)) // a wakes up and writes late
 	// Output:
