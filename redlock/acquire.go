@@ -275,8 +275,9 @@ func (l *Locker) decidedAcquire(res []reply[phase1]) bool {
 	locked, held, failed, waiting := 0, 0, 0, 0
 	for _, r := range res {
 		switch {
-		case r.failedOrSuspect(), r.answered && r.v.out != nil:
+		case r.err != nil, r.answered && r.v.out != nil:
 			failed++
+		case !r.answered && r.suspect: // neither failed nor waited for
 		case !r.answered:
 			waiting++
 		case r.v.locked:

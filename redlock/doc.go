@@ -152,8 +152,11 @@
 // reach. It then waits for the other masters only as long again as it has taken so
 // far, so a slow master costs an operation about one healthy round trip, not the
 // timeout. A master whose last call failed or timed out is a suspect until a call to
-// it succeeds; it is still asked every time, but once the others have answered, its
-// answer is not waited for. A lock that a master grants after TryLock stopped
+// it succeeds; it is still asked every time, but once the others have decided the
+// result (a quorum, or contention), its answer is not waited for. A suspect's
+// silence never decides a failure by itself: when too few of the others agree, the
+// call waits for the suspects up to the node timeout, since they may be healthy
+// again. A lock that a master grants after TryLock stopped
 // waiting for it joins the lease when the attempt succeeded (its counter is raised
 // to the lease's fence, and Renew and Unlock reach it like the others), so a lease
 // normally holds every master that is up, not just a bare quorum, and survives the

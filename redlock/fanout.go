@@ -17,12 +17,6 @@ type reply[T any] struct {
 	suspect  bool  // the node's previous call had failed when this one began
 }
 
-// failedOrSuspect reports whether r is a failure for deciding an outcome early: the
-// node answered with an error, or it has not answered yet and is a suspect.
-func (r reply[T]) failedOrSuspect() bool {
-	return r.err != nil || (!r.answered && r.suspect)
-}
-
 // errNoReply marks a node that did not answer before the per-node deadline (or
 // before the caller's context ended).
 var errNoReply = errors.New("no reply in time")
@@ -48,10 +42,12 @@ const (
 // the fan-out has taken so far (at least decidedGrace): a node that is down or slow
 // then costs an operation no more than twice the healthy nodes' round trip, while
 // nodes that are merely a little slower than the quorum still take part. Calls that
-// are not waited for still run to their end. enough may count a suspect that has not
-// answered yet as failed (reply.failedOrSuspect): a node whose last call failed or
-// timed out is a suspect until a call to it succeeds, so a node that is down costs
-// an operation nothing once the others have decided it. It returns one
+// are not waited for still run to their end. enough may decide without a suspect
+// that has not answered yet (a node whose last call failed or timed out is a suspect
+// until a call to it succeeds), so a node that is down costs an operation nothing
+// once the others have decided it; but a suspect's silence must never decide a
+// failure by itself (counted as failed, suspects that are healthy again, after a
+// network hiccup, would fail the next call at once). It returns one
 // reply per node of the Locker (by node index); a node that was not asked has
 // ran == false, and a node that did not answer in time has an error wrapping
 // errNoReply (and ctx's error, when ctx ended).

@@ -18,12 +18,14 @@ import (
 // decidedView reports whether Inspect's answers so far decide its outcome: one token
 // holds a quorum, no token can reach one, or too many nodes failed.
 func (l *Locker) decidedView(res []reply[lockView]) bool {
-	ok, failed, most := 0, 0, 0
+	ok, failed, suspects, most := 0, 0, 0, 0
 	count := make(map[string]int)
 	for _, r := range res {
 		switch {
-		case r.failedOrSuspect():
+		case r.err != nil:
 			failed++
+		case !r.answered && r.suspect:
+			suspects++
 		case !r.answered:
 		default:
 			ok++
@@ -33,7 +35,7 @@ func (l *Locker) decidedView(res []reply[lockView]) bool {
 			}
 		}
 	}
-	unanswered := len(l.nodes) - ok - failed
+	unanswered := len(l.nodes) - ok - failed - suspects
 	return most >= l.quorum || failed > len(l.nodes)-l.quorum || (ok >= l.quorum && most+unanswered < l.quorum)
 }
 

@@ -135,7 +135,7 @@ func (l *Locker) decidedBool(res []reply[bool]) bool {
 	yes, no, failed := 0, 0, 0
 	for _, r := range res {
 		switch {
-		case r.failedOrSuspect():
+		case r.err != nil:
 			failed++
 		case !r.answered:
 		case r.v:

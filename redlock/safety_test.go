@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/internal/testenv"
 	"github.com/distlock/distlock/redlock"
 )
@@ -175,5 +176,49 @@ func TestLateGrantEmptyScriptCache(t *testing.T) {
 	}
 	if held, _ := rawExists(t.Context(), 0, lockName(key)); held {
 		t.Fatalf("node 0 keeps the lock after Unlock")
+	}
+}
+
+// TestSuspectsThatRecovered: a Locker whose calls to every node timed out (all five
+// are suspects) makes its next TryLock, once the network is back but slower on four
+// nodes than on the fifth, wait for the suspects: their silence alone must not decide
+// a failure when the first node has answered.
+func TestSuspectsThatRecovered(t *testing.T) {
+	var proxies []*faultproxy.Proxy
+	var addrs []string
+	for _, s := range nodes {
+		p, err := faultproxy.New(s.Addr(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Close() })
+		proxies = append(proxies, p)
+		addrs = append(addrs, p.Addr())
+	}
+	l, err := redlock.New(clients(t, addrs), &redlock.Options{NodeTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	warmUp(t, l)
+	key := "suspects-" + distlock.NewToken()[:8]
+	for _, p := range proxies {
+		p.Blackhole()
+	}
+	if _, err := l.TryLock(t.Context(), key, 2*time.Second); err == nil {
+		t.Fatalf("TryLock through blackholes succeeded")
+	}
+	for i, p := range proxies {
+		p.Heal()
+		if i > 0 {
+			p.Delay(20 * time.Millisecond) // well within the node timeout of 200ms
+		}
+	}
+	lease, err := l.TryLock(t.Context(), key, 2*time.Second)
+	if err != nil {
+		t.Fatalf("TryLock once the nodes answer again (four of them 40ms later than the fifth): %v", err)
+	}
+	if err := l.Unlock(t.Context(), lease); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -125,7 +125,7 @@ func (l *Locker) waitBound(ctx context.Context, n names) (time.Duration, error) 
 		free, failed := 0, 0
 		for _, r := range res {
 			switch {
-			case r.failedOrSuspect():
+			case r.err != nil:
 				failed++
 			case !r.answered:
 			case r.v == -2:
