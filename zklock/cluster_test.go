@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,9 +21,10 @@ import (
 // TryLock and Renew returned: the bound that its holder believed in.
 type recorder struct {
 	*zklock.Locker
-	mu     sync.Mutex
-	latest time.Time
-	renews int
+	mu      sync.Mutex
+	latest  time.Time
+	renews  int
+	renewed time.Time // when the last successful Renew returned
 }
 
 func (r *recorder) note(l distlock.Lease, renew bool) {
@@ -33,7 +35,14 @@ func (r *recorder) note(l distlock.Lease, renew bool) {
 	}
 	if renew {
 		r.renews++
+		r.renewed = time.Now()
 	}
+}
+
+func (r *recorder) lastRenew() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.renewed
 }
 
 func (r *recorder) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
@@ -223,5 +232,103 @@ func TestRenewCountsRelayLag(t *testing.T) {
 	}
 	if err := d.l.Unlock(ctxT(t), ld); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestClusterFaultUnderHolder: a leader change, and a node that loses its data (the
+// leader, or the node the holder talks to), under a holder C that renews with Hold
+// while D tries to acquire the key. C may keep its lease (its session survives the
+// fault: it reconnects, and a new leader gives every session a full timeout) or lose
+// it; either way D acquires only after C released, or after C's latest Expires and the
+// end of its Held.Context, and with a larger Fence.
+func TestClusterFaultUnderHolder(t *testing.T) {
+	for _, fault := range []string{"ChangeLeader", "LoseData leader", "LoseData holder's node"} {
+		t.Run(strings.ReplaceAll(fault, " ", "_"), func(t *testing.T) {
+			leaderIndex(t) // the ensemble serves
+			c := newClient(t, ensembleAddrs(), sessionTimeout, nil, false)
+			d := newClient(t, ensembleAddrs(), sessionTimeout, nil, false)
+			rec := &recorder{Locker: c.l}
+			key := uniqueKey(t)
+			lc, err := rec.TryLock(ctxT(t), key, sessionTimeout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held := distlock.Hold(t.Context(), rec, lc, nil)
+			ended := make(chan time.Time, 1)
+			go func() {
+				<-held.Context().Done()
+				ended <- time.Now()
+			}()
+			type win struct {
+				lease    distlock.Lease
+				acquired time.Time
+				err      error
+			}
+			won := make(chan win, 1)
+			stop := make(chan struct{})
+			go func() {
+				for {
+					select {
+					case <-stop:
+						won <- win{err: errors.New("stopped")}
+						return
+					default:
+					}
+					attempt := time.Now()
+					ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+					l, err := d.l.TryLock(ctx, key, sessionTimeout)
+					cancel()
+					if err == nil {
+						won <- win{lease: l, acquired: attempt}
+						return
+					}
+					time.Sleep(5 * time.Millisecond) // contention pace
+				}
+			}()
+			faulted := time.Now()
+			switch fault {
+			case "ChangeLeader":
+				zkEns.ChangeLeader(t)
+			case "LoseData leader":
+				zkEns.LoseData(t, leaderIndex(t))
+			case "LoseData holder's node":
+				zkEns.LoseData(t, zkEns.NodeIndex(c.conn.Server()))
+			}
+			recovered := time.Now()
+			t.Logf("%s took %v", fault, recovered.Sub(faulted).Round(time.Millisecond))
+			// Let C renew after the fault (or fail for good) before it lets go.
+			eventually(t, 10*time.Second, "C renews after the fault, or loses its lease", func() bool {
+				return held.Err() != nil || rec.lastRenew().After(recovered)
+			})
+			released := time.Now()
+			rctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			relErr := held.Release(rctx)
+			cancel()
+			var w win
+			select {
+			case w = <-won:
+			case <-time.After(sessionTimeout + 20*time.Second):
+				close(stop)
+				w = <-won
+				t.Fatalf("D did not acquire after C released (%v)", relErr)
+			}
+			if w.err != nil {
+				t.Fatal(w.err)
+			}
+			latest, renews := rec.state()
+			ctxEnd := <-ended
+			kept := relErr == nil
+			t.Logf("C kept its lease across the fault: %v (Release: %v; %d renewals); D acquired %v after the fault began, %v after C's Release began",
+				kept, relErr, renews, w.acquired.Sub(faulted).Round(time.Millisecond), w.acquired.Sub(released).Round(time.Millisecond))
+			if w.acquired.Before(released) && (w.acquired.Before(latest) || !ctxEnd.Before(w.acquired)) {
+				t.Errorf("D acquired while C held: %v before C's latest Expires, C's Held.Context ended %v after", latest.Sub(w.acquired).Round(time.Millisecond), ctxEnd.Sub(w.acquired).Round(time.Millisecond))
+			}
+			if w.lease.Fence <= lc.Fence {
+				t.Errorf("D's Fence %d is not above C's %d", w.lease.Fence, lc.Fence)
+			}
+			if err := d.l.Unlock(ctxT(t), w.lease); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 }
