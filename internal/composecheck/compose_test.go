@@ -1,7 +1,7 @@
 package composecheck
 
 import (
-	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -20,8 +20,6 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-const composeFile = "../../docker-compose.yml"
-
 // serverVars are testenv's variables that name servers, each checked by a
 // function of the test. notServerVars are its other DISTLOCK_ variables.
 var (
@@ -36,154 +34,36 @@ var (
 	}
 )
 
-// A compose is the parsed file.
-type compose struct {
-	root     *Node
-	services map[string]*Node
-	names    []string
-	exports  map[string]string // the comment block's export NAME=value
-	byPort   map[int]string    // host port -> service
-}
-
-func load(t *testing.T) *compose {
-	t.Helper()
-	src, err := os.ReadFile(composeFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := Parse(src)
-	if err != nil {
-		t.Fatalf("%s: %v", composeFile, err)
-	}
-	c := &compose{root: root, services: map[string]*Node{}, exports: map[string]string{}, byPort: map[int]string{}}
-	svcs := root.Get("services")
-	if svcs == nil || svcs.Kind != Mapping || len(svcs.Keys) == 0 {
-		t.Fatalf("%s: no services", composeFile)
-	}
-	for _, k := range root.Keys {
-		if k != "services" {
-			t.Errorf("%s: unexpected top-level key %q", composeFile, k)
-		}
-	}
-	c.names = svcs.Keys
-	c.services = svcs.Map
-	for _, name := range c.names {
-		for _, p := range c.services[name].Strings("ports") {
-			parts := strings.Split(p, ":")
-			if len(parts) != 3 || parts[0] != "127.0.0.1" {
-				t.Errorf("service %s: port %q: want 127.0.0.1:HOST:CONTAINER (loopback only)", name, p)
-				continue
-			}
-			hp, err1 := strconv.Atoi(parts[1])
-			_, err2 := strconv.Atoi(parts[2])
-			if err1 != nil || err2 != nil {
-				t.Errorf("service %s: port %q is not numeric", name, p)
-				continue
-			}
-			if other, dup := c.byPort[hp]; dup {
-				t.Errorf("host port %d published by %s and %s", hp, other, name)
-			}
-			c.byPort[hp] = name
-		}
-	}
-	exportRE := regexp.MustCompile(`^#\s+export\s+([A-Z_]+)=(.*)$`)
-	for i, l := range strings.Split(string(src), "\n") {
-		m := exportRE.FindStringSubmatch(strings.TrimSpace(l))
-		if m == nil {
-			continue
-		}
-		v, err := shellWord(m[2])
-		if err != nil {
-			t.Errorf("%s:%d: export %s: %v", composeFile, i+1, m[1], err)
-		}
-		if _, dup := c.exports[m[1]]; dup {
-			t.Errorf("%s:%d: %s exported twice", composeFile, i+1, m[1])
-		}
-		c.exports[m[1]] = v
-	}
-	return c
-}
-
-// shellWord returns the value of one shell word: unquoted, or in single quotes. An
-// unquoted word must not hold characters that the shell would interpret.
-func shellWord(s string) (string, error) {
-	if strings.HasPrefix(s, "'") {
-		if len(s) < 2 || !strings.HasSuffix(s, "'") || strings.Contains(s[1:len(s)-1], "'") {
-			return "", fmt.Errorf("bad single quotes in %s", s)
-		}
-		return s[1 : len(s)-1], nil
-	}
-	if strings.ContainsAny(s, " \t()?*[]&;<>|$`\\\"'{}~#!") {
-		return "", fmt.Errorf("%s needs single quotes for the shell", s)
-	}
-	return s, nil
-}
-
 func TestServices(t *testing.T) {
-	c := load(t)
-	known := []string{"image", "command", "ports", "environment", "healthcheck", "depends_on", "network_mode", "restart"}
+	c := load(t) // unknown keys and values of the wrong shape fail here
 	for _, name := range c.names {
 		s := c.services[name]
-		if s.Kind != Mapping {
-			t.Errorf("service %s is not a mapping", name)
-			continue
-		}
-		for _, k := range s.Keys {
-			if !slices.Contains(known, k) {
-				t.Errorf("service %s: unknown key %q (line %d)", name, k, s.Map[k].Line)
-			}
-		}
-		image := s.Str("image")
+		image := s.Image
 		if i := strings.LastIndex(image, ":"); i < 0 || i < strings.LastIndex(image, "/") || strings.HasSuffix(image, ":latest") {
 			t.Errorf("service %s: image %q has no pinned tag", name, image)
 		}
-		for _, list := range []string{"command", "ports"} {
-			v := s.Get(list)
-			if v == nil {
-				continue
-			}
-			if v.Kind != Sequence {
-				t.Errorf("service %s: %s is not a list", name, list)
-				continue
-			}
-			for _, e := range v.Seq {
-				if e.Typed() {
-					t.Errorf("service %s: %s item %q (line %d) is not a string in YAML: quote it", name, list, e.Value, e.Line)
-				}
-			}
-		}
-		if env := s.Get("environment"); env != nil && env.Kind != Mapping {
-			t.Errorf("service %s: environment is not a mapping", name)
-		}
-		if s.Str("network_mode") == "host" && s.Get("ports") != nil {
+		if s.NetworkMode == "host" && s.Ports != nil {
 			t.Errorf("service %s: network_mode host cannot publish ports", name)
 		}
-		if hc := s.Get("healthcheck"); hc != nil {
-			test := hc.Strings("test")
-			if len(test) < 2 || test[0] != "CMD" && test[0] != "CMD-SHELL" {
-				t.Errorf("service %s: healthcheck test %q: want [CMD, ...] or [CMD-SHELL, command]", name, test)
+		if hc := s.Healthcheck; hc != nil {
+			if len(hc.Test) < 2 || hc.Test[0] != "CMD" && hc.Test[0] != "CMD-SHELL" {
+				t.Errorf("service %s: healthcheck test %q: want [CMD, ...] or [CMD-SHELL, command]", name, hc.Test)
 			}
 		}
-		if dep := s.Get("depends_on"); dep != nil {
-			if dep.Kind != Mapping {
-				t.Errorf("service %s: depends_on is not a mapping", name)
+		for _, d := range slices.Sorted(maps.Keys(s.DependsOn)) {
+			other, ok := c.services[d]
+			if !ok {
+				t.Errorf("service %s depends on unknown service %s", name, d)
 				continue
 			}
-			for _, d := range dep.Keys {
-				other, ok := c.services[d]
-				if !ok {
-					t.Errorf("service %s depends on unknown service %s", name, d)
-					continue
+			switch cond := s.DependsOn[d].Condition; cond {
+			case "service_healthy":
+				if other.Healthcheck == nil {
+					t.Errorf("service %s waits for %s to be healthy, which has no healthcheck", name, d)
 				}
-				switch cond := dep.Str(d, "condition"); cond {
-				case "service_healthy":
-					if other.Get("healthcheck") == nil {
-						t.Errorf("service %s waits for %s to be healthy, which has no healthcheck", name, d)
-					}
-				case "service_started", "service_completed_successfully":
-				default:
-					t.Errorf("service %s: depends_on %s: condition %q", name, d, cond)
-				}
+			case "service_started", "service_completed_successfully":
+			default:
+				t.Errorf("service %s: depends_on %s: condition %q", name, d, cond)
 			}
 		}
 	}
@@ -192,7 +72,7 @@ func TestServices(t *testing.T) {
 // serviceAt returns the service that serves the host address addr (127.0.0.1:port):
 // one that publishes port, or one on the host's network whose command says
 // --port port.
-func (c *compose) serviceAt(t *testing.T, variable, addr string) (string, *Node) {
+func (c *compose) serviceAt(t *testing.T, variable, addr string) (string, *service) {
 	t.Helper()
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -208,10 +88,10 @@ func (c *compose) serviceAt(t *testing.T, variable, addr string) (string, *Node)
 	}
 	for _, name := range c.names {
 		s := c.services[name]
-		if s.Str("network_mode") != "host" {
+		if s.NetworkMode != "host" {
 			continue
 		}
-		cmd := s.Strings("command")
+		cmd := s.Command
 		if i := slices.Index(cmd, "--port"); i >= 0 && i+1 < len(cmd) && cmd[i+1] == port {
 			return name, s
 		}
@@ -221,8 +101,8 @@ func (c *compose) serviceAt(t *testing.T, variable, addr string) (string, *Node)
 }
 
 // containerPort returns the container port that s publishes as hostPort.
-func containerPort(s *Node, hostPort string) string {
-	for _, p := range s.Strings("ports") {
+func containerPort(s *service, hostPort string) string {
+	for _, p := range s.Ports {
 		if parts := strings.Split(p, ":"); len(parts) == 3 && parts[1] == hostPort {
 			return parts[2]
 		}
@@ -240,9 +120,8 @@ func split(v string) []string {
 	return out
 }
 
-func imageIs(s *Node, repo string) bool {
-	image := s.Str("image")
-	return strings.HasPrefix(image, repo+":")
+func imageIs(s *service, repo string) bool {
+	return strings.HasPrefix(s.Image, repo+":")
 }
 
 func TestEveryTestenvVariableHasItsServices(t *testing.T) {
@@ -305,7 +184,7 @@ func TestEveryTestenvVariableHasItsServices(t *testing.T) {
 			t.Errorf("%s: service %s twice", testenv.EnvRedLockAddrs, name)
 		}
 		seen[name] = true
-		cmd := strings.Join(s.Strings("command"), " ")
+		cmd := strings.Join(s.Command, " ")
 		if !imageIs(s, "redis") || strings.Contains(cmd, "replicaof") || strings.Contains(cmd, "cluster-enabled") {
 			t.Errorf("%s: service %s is not an independent Redis master", testenv.EnvRedLockAddrs, name)
 		}
@@ -322,14 +201,14 @@ func TestEveryTestenvVariableHasItsServices(t *testing.T) {
 			continue
 		}
 		use(name)
-		cmd := s.Strings("command")
+		cmd := s.Command
 		if i := slices.Index(cmd, "--cluster-enabled"); i < 0 || i+1 >= len(cmd) || cmd[i+1] != "yes" {
 			t.Errorf("%s: service %s has no --cluster-enabled yes", testenv.EnvRedisClusterAddrs, name)
 		}
 	}
 	created := false
 	for _, name := range c.names {
-		cmd := strings.Join(c.services[name].Strings("command"), " ")
+		cmd := strings.Join(c.services[name].Command, " ")
 		if !strings.Contains(cmd, "--cluster create") {
 			continue
 		}
@@ -361,18 +240,18 @@ func TestEveryTestenvVariableHasItsServices(t *testing.T) {
 		if !imageIs(s, "zookeeper") || containerPort(s, port) != "2181" {
 			t.Errorf("%s: service %s is not ZooKeeper's client port", testenv.EnvZooKeeperAddrs, name)
 		}
-		id := s.Str("environment", "ZOO_MY_ID")
+		id := s.Environment["ZOO_MY_ID"]
 		if id == "" || ids[id] {
 			t.Errorf("service %s: ZOO_MY_ID %q missing or repeated", name, id)
 		}
 		ids[id] = true
-		servers := s.Str("environment", "ZOO_SERVERS")
+		servers := s.Environment["ZOO_SERVERS"]
 		for _, other := range zks {
 			if n, _ := c.serviceAt(t, testenv.EnvZooKeeperAddrs, other); !strings.Contains(servers, "="+n+":") {
 				t.Errorf("service %s: ZOO_SERVERS %q does not list %s", name, servers, n)
 			}
 		}
-		words := strings.Split(s.Str("environment", "ZOO_4LW_COMMANDS_WHITELIST"), ",")
+		words := strings.Split(s.Environment["ZOO_4LW_COMMANDS_WHITELIST"], ",")
 		for _, w := range []string{"ruok", "srvr"} {
 			if !slices.Contains(words, w) {
 				t.Errorf("service %s: ZOO_4LW_COMMANDS_WHITELIST lacks %s (testenv uses it)", name, w)
@@ -392,11 +271,11 @@ func TestEveryTestenvVariableHasItsServices(t *testing.T) {
 			continue
 		}
 		use(name)
-		if want := "quay.io/coreos/etcd:" + testenv.EtcdVersion; s.Str("image") != want {
-			t.Errorf("service %s: image %q, want %q (testenv.EtcdVersion)", name, s.Str("image"), want)
+		if want := "quay.io/coreos/etcd:" + testenv.EtcdVersion; s.Image != want {
+			t.Errorf("service %s: image %q, want %q (testenv.EtcdVersion)", name, s.Image, want)
 		}
 		flags := map[string]string{}
-		for _, arg := range s.Strings("command") {
+		for _, arg := range s.Command {
 			if k, v, ok := strings.Cut(arg, "="); ok {
 				flags[k] = v
 			}
@@ -422,15 +301,15 @@ func TestEveryTestenvVariableHasItsServices(t *testing.T) {
 	} else if name, s := c.serviceAt(t, testenv.EnvPostgresURL, pu.Host); s != nil {
 		use(name)
 		pass, _ := pu.User.Password()
-		user := s.Str("environment", "POSTGRES_USER")
+		user := s.Environment["POSTGRES_USER"]
 		if user == "" {
 			user = "postgres"
 		}
-		db := s.Str("environment", "POSTGRES_DB")
+		db := s.Environment["POSTGRES_DB"]
 		if db == "" {
 			db = user
 		}
-		if !imageIs(s, "postgres") || pu.User.Username() != user || pass != s.Str("environment", "POSTGRES_PASSWORD") || strings.TrimPrefix(pu.Path, "/") != db {
+		if !imageIs(s, "postgres") || pu.User.Username() != user || pass != s.Environment["POSTGRES_PASSWORD"] || strings.TrimPrefix(pu.Path, "/") != db {
 			t.Errorf("%s=%s does not match service %s (user %s, password, database %s)", testenv.EnvPostgresURL, pu, name, user, db)
 		}
 		if pu.Query().Get("sslmode") != "disable" {
@@ -443,7 +322,7 @@ func TestEveryTestenvVariableHasItsServices(t *testing.T) {
 		t.Errorf("%s: %q is not a tcp DSN: %v", testenv.EnvMySQLDSN, c.exports[testenv.EnvMySQLDSN], err)
 	} else if name, s := c.serviceAt(t, testenv.EnvMySQLDSN, cfg.Addr); s != nil {
 		use(name)
-		if !imageIs(s, "mariadb") || cfg.User != "root" || cfg.Passwd != s.Str("environment", "MARIADB_ROOT_PASSWORD") || cfg.DBName != s.Str("environment", "MARIADB_DATABASE") || cfg.DBName == "" {
+		if !imageIs(s, "mariadb") || cfg.User != "root" || cfg.Passwd != s.Environment["MARIADB_ROOT_PASSWORD"] || cfg.DBName != s.Environment["MARIADB_DATABASE"] || cfg.DBName == "" {
 			t.Errorf("%s does not match service %s (root, MARIADB_ROOT_PASSWORD, MARIADB_DATABASE)", testenv.EnvMySQLDSN, name)
 		}
 	}
