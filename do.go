@@ -63,7 +63,8 @@ func (o *DoOptions) withDefaults() (DoOptions, error) {
 //   - an error wrapping ErrLocked when the key is held and opts.Wait is false (fn
 //     did not run), or Lock's error when waiting ended;
 //   - fn's error, joined with an error wrapping ErrNotHeld when the lease was lost
-//     before fn returned, and with the release error, if any.
+//     before fn returned (or when only the final Unlock finds it lost, and no
+//     renewal after fn returned proved it held), and with the release error, if any.
 //
 // A panic in fn releases the key and is re-raised.
 func Do(ctx context.Context, l Locker, key string, opts *DoOptions, fn func(ctx context.Context) error) (err error) {
@@ -97,6 +98,7 @@ func Do(ctx context.Context, l Locker, key string, opts *DoOptions, fn func(ctx 
 
 	ferr := fn(h.Context())
 	lost := h.Err()
+	atReturn := h.Lease()
 
 	if wait := time.Until(acquired.Add(o.MinHold)); wait > 0 && lost == nil {
 		t := time.NewTimer(wait)
@@ -118,9 +120,11 @@ func Do(ctx context.Context, l Locker, key string, opts *DoOptions, fn func(ctx 
 	if lost != nil {
 		return errors.Join(ferr, lost)
 	}
-	if errors.Is(rerr, ErrNotHeld) {
-		// Lost after fn returned (during MinHold or just now): fn's work was done
-		// under the lease, so this is not fn's failure.
+	if errors.Is(rerr, ErrNotHeld) && (h.Err() != nil || h.Lease() != atReturn) {
+		// Hold saw the loss during MinHold, or a renewal after fn returned proved
+		// the lease held then: fn's work was done under the lease; not fn's
+		// failure. When only the final Unlock finds the lease gone, nothing shows
+		// that it outlived fn: the loss is reported.
 		rerr = nil
 	}
 	return errors.Join(ferr, rerr)

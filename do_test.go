@@ -108,7 +108,6 @@ func TestDoReportsLossWhileRunning(t *testing.T) {
 // returned". A fn that returns right after the loss, before Hold has noticed it,
 // gets nil: Do treats Unlock's ErrNotHeld as a loss after fn returned.
 func TestDoReportsLossJustBeforeFnReturned(t *testing.T) {
-	t.Skip("do.go bug, reported to the lead: Do returns nil when the lease was lost just before fn returned")
 	synctest.Test(t, func(t *testing.T) {
 		m := memlock.New()
 		err := distlock.Do(t.Context(), plain{m}, "job", &distlock.DoOptions{TTL: time.Second}, func(ctx context.Context) error {

@@ -79,9 +79,10 @@ var errReleased = errors.New("distlock: lease released")
 func Hold(ctx context.Context, l Locker, lease Lease, opts *HoldOptions) *Held {
 	hctx, stop := context.WithCancelCause(ctx)
 	h := &Held{l: l, ctx: hctx, stop: stop, done: make(chan struct{}), lease: lease}
-	o, err := opts.withDefaults(lease)
+	err := ValidateLease(lease)
+	var o HoldOptions
 	if err == nil {
-		err = ValidateLease(lease)
+		o, err = opts.withDefaults(lease)
 	}
 	if err != nil {
 		h.lost = err
