@@ -17,7 +17,9 @@
 //     (INCR), whose new value is the fence. It is one round trip and atomic on the
 //     server. While the lock exists, its fence counter holds its fence.
 //   - Renew runs a script that checks that the lock key still holds the lease's
-//     token and then sets its time to live again (PEXPIRE).
+//     token and then sets its time to live to ttl (PEXPIRE) if it has less than
+//     that left: a Renew never shortens the lock, so one whose reply is lost
+//     leaves the old Lease's Expires a valid bound.
 //   - Unlock runs a script that checks the token, deletes the lock key and
 //     PUBLISHes on the key's release channel.
 //   - Wait subscribes to the release channel, then reads the lock's remaining time
@@ -63,25 +65,41 @@
 // a deployment that locks unboundedly many distinct keys must plan for that (or
 // delete fence keys it will never lock again, accepting that their fences restart).
 //
-// # Failure modes
+// # Safety assumptions
 //
-// Redis replicates asynchronously. When a master fails and Sentinel or Cluster
-// promotes a replica, writes the old master acknowledged but had not yet replicated
-// are lost: a lock that was just taken can vanish, so two clients can hold the same
-// key, and a fence counter can step back, so a fence can repeat. The WAIT command does
-// not close this hole. If a failover must never break mutual exclusion, use a
-// consensus store (package etcdlock or zklock) or RedLock over independent masters
-// (package redlock), and in all cases have the protected resource check fences.
+// A lock is only as safe as the server that keeps it. Each assumption below names
+// what breaks when it does not hold; Locker.CheckServer reads the settings it can
+// (CONFIG GET, INFO) and reports each one that breaks an assumption, or says what it
+// could not check. Call it at start-up: New does no I/O.
 //
-// Fences survive a server restart only if the server persisted the INCR before it
-// acknowledged it: run Redis with appendonly yes and appendfsync always. With RDB
-// snapshots, or appendfsync everysec, a crash can lose the last fences and hand them
-// out again.
+//   - Eviction: maxmemory-policy noeviction (Redis' default). With volatile-* Redis
+//     evicts lock keys when memory runs short, and a second client acquires a key
+//     that is still held; with allkeys-* it evicts fence counters too, and fences
+//     repeat. Several managed services default to volatile-lru.
+//   - Persistence: appendonly yes with appendfsync always. With appendonly no
+//     (Redis' default) a restart loses every lock the last RDB snapshot lacks (two
+//     holders until their ttl) and resets fence counters (fences repeat). With
+//     appendfsync everysec or no, a crash of the machine loses the last writes
+//     acknowledged (up to about a second, or what the OS had not flushed).
+//   - Failover and replication: none, or accept its risk. Replication is
+//     asynchronous: when Sentinel or Cluster promotes a replica, writes the old
+//     master acknowledged but had not copied are lost, so a lock just taken can
+//     vanish (two holders) and a fence counter can step back (fences repeat). The
+//     WAIT command does not close this hole. Where a failover must never break
+//     mutual exclusion, use a consensus store (package etcdlock or zklock) or
+//     RedLock over independent masters (package redlock), and in all cases have the
+//     protected resource check fences.
+//   - Clocks: expiry uses the server's clock. A server whose clock jumps forward
+//     expires locks early; keep it monotonic (NTP slewing, not stepping). A client
+//     that pauses (GC, a stopped VM) past its Lease's Expires must assume the lease
+//     lost: that is what Expires and fences are for.
 //
-// Expiry uses the server's clock. A server whose clock jumps forward expires locks
-// early; keep its clock monotonic (NTP slewing, not stepping). A client that pauses
-// (GC, a stopped VM) past its Lease's Expires must assume the lease lost: that is
-// what Expires and fences are for.
+// # Failure handling
+//
+// TryLock and Renew count a lease from the time taken before their request was sent.
+// When the reply comes after start + ttl (a slow network, a paused client), the lease
+// has already expired: they return an error instead (not ErrLocked, not
+// ErrNotHeld), and TryLock removes the lock it made, as below.
 //
 // After an attempt whose outcome is unknown (a timeout, a broken connection, a
 // context that ended while the request was in flight), TryLock returns an error that

@@ -30,8 +30,8 @@
 //  3. A failed attempt (no quorum, or no validity left) removes its locks from every
 //     master, including those whose answer never came, with a fresh context
 //     (context.WithoutCancel plus a timeout), never the caller's dead one.
-//  4. Renew extends the token's locks (an owner-checked PEXPIRE) on every master and
-//     needs a quorum; Unlock deletes them (owner-checked) on every master and
+//  4. Renew extends the token's locks (an owner-checked PEXPIRE that never shortens
+//     a lock) on every master and needs a quorum; Unlock deletes them (owner-checked) on every master and
 //     publishes the release; Wait subscribes to that release on every master.
 //
 // TryLock returns distlock.ErrLocked only when other owners' locks on the masters
@@ -71,31 +71,79 @@
 //
 // # Safety assumptions
 //
-// RedLock is safe only under these assumptions; state them to whoever runs the
-// masters:
+// RedLock is only as safe as its masters and clocks. Each assumption below names
+// what breaks when it does not hold; Locker.CheckServer reads the settings it can
+// (CONFIG GET, INFO on every master) and reports each one that breaks an
+// assumption, or says what it could not check. Call it at start-up: New does no I/O.
 //
-//   - Bounded clock drift: the masters' and the clients' clocks advance at nearly
-//     the same rate (within DriftFactor). A master's clock that jumps forward (a
-//     manual change, NTP stepping rather than slewing) expires locks early and can
-//     let two clients hold a key. A process pause (GC, a stopped VM) longer than the
-//     remaining validity makes a holder outlive its lease: check Lease.Expires, and
-//     let the protected resource check fences.
-//   - Restart rule: a master that crashed must not rejoin empty before the longest
-//     ttl in use has passed since it crashed, or it must persist every write before
-//     acknowledging it (appendonly yes, appendfsync always). Otherwise a master that
-//     forgets a lock can complete a second quorum for the same key at once.
-//     Fences are persistent state too, and waiting does not bring back a counter
-//     that a master forgot. Without appendfsync always, fences stay increasing only
-//     while the masters that restart empty between two acquisitions are fewer than
-//     those the last fence reached, plus a quorum, minus N: when it reached all N
-//     masters (the usual case, with all of them up), fewer than a quorum may; when it
-//     reached a bare quorum of an odd N, none may.
-//     Each acquisition raises every master it reaches to its fence, so masters that
-//     rejoin empty catch up at the next one. Use appendfsync always where fences
-//     protect anything that matters.
-//   - The masters are independent: no replication or failover between them (a
-//     replica promoted after its master acknowledged a lock it had not copied is a
-//     master that forgot the lock).
+//   - Eviction: maxmemory-policy noeviction (Redis' default) on every master. With
+//     volatile-* a master evicts lock keys when memory runs short; with allkeys-*
+//     fence counters too. A master that forgot a lock can complete a second quorum.
+//   - Persistence: a master either keeps every acknowledged write across a restart
+//     (appendonly yes, appendfsync always) or comes back empty (appendonly no and
+//     save ""). A master that comes back empty is detected and kept out of quorums
+//     for a little over Options.MaxTTL (see "Masters that lose their data"); one
+//     that comes back with old data (an RDB snapshot, or the last writes lost by
+//     appendfsync everysec or no when its machine crashed) cannot be told from a
+//     healthy one, and its forgotten locks and fence increments break both
+//     exclusion and fences.
+//   - Failover and replication: none. The masters must be independent: a replica
+//     promoted after its master acknowledged a lock it had not copied is a master
+//     that forgot the lock, with the rest of its data intact, so it is not detected.
+//     Each master is one standalone server (New rejects Cluster and Ring clients)
+//     reached by one client (CheckServer reports two clients that reach one server).
+//   - Losses: fewer than a quorum of masters lose their data within MaxTTL of each
+//     other. A master that lost its data counts as lost until it counts again
+//     (MaxTTL after it came back, and once a quorum of the others answer); if a
+//     majority is lost, the keys they held may be granted twice and fences may
+//     repeat, as with any store that loses a majority.
+//   - Clocks: the masters' and the clients' clocks advance at nearly the same rate
+//     (within DriftFactor). A master's clock that jumps forward (a manual change,
+//     NTP stepping rather than slewing) expires locks early and can let two clients
+//     hold a key. A process pause (GC, a stopped VM) longer than the remaining
+//     validity makes a holder outlive its lease: check Lease.Expires, and let the
+//     protected resource check fences.
+//   - Ttls: every Locker of a deployment uses the same Options.MaxTTL (or a larger
+//     one than any ttl in use): the quarantine of a master that came back empty is
+//     the MaxTTL of the client that first reaches it.
+//
+// # Masters that lose their data
+//
+// Besides the locks, every master keeps two keys of its own: a marker without expiry
+// ("<epoch>|<era>") and, while it is kept out, a quarantine with a time to live. A
+// master that answers without its marker lost its data (or is new): the acquire
+// script writes a marker and a quarantine of MaxTTL plus a tenth plus its drift
+// allowance, on that master's clock, and refuses the lock. Every lock it forgot had at most MaxTTL left
+// when it was lost, and every lease that counted such a lock had its Expires before
+// that lock ended, so when the quarantine ends no lease can depend on what the master
+// forgot. Until then the master takes no lock and counts towards no quorum; the
+// lease that held it keeps its quorum on the others if it had one without it
+// (a lease normally holds every master that is up), and another client gets
+// ErrLocked from the others.
+//
+// Its fence counters are gone too, and waiting does not bring them back: a
+// counter that restarts at 0 could repeat a fence that only the lost master and a
+// minority that missed it ever recorded. So fences carry an era: a counter a master
+// creates starts at era * 2^40, and a fence's era part is fence / 2^40. When the
+// quarantine of a master that came back empty has ended, the next attempt that
+// reaches it and a quorum of other masters gives it an era one above the largest
+// era among those masters, and the raise of phase 2 lifts a master's era to the era
+// part of any fence it records. Why a later acquisition B then still gets a larger
+// fence than an earlier one A, when B's quorum reaches A's only through a master m
+// that lost its data in between: m's new era was set after A's quorum had recorded
+// fA (A's attempt ended before m's quarantine did), from a quorum that shares a
+// master with A's, which holds an era at least fA's era part (or is itself a master
+// that came back since, with an era set the same way, above it); so every counter m
+// creates, and every fence B reads from m, is above fA. Fences jump by 2^40 when a
+// master that came back empty takes part: they stay increasing, not consecutive.
+// Eras must stay below 2^13 (Lua's numbers are doubles): 8191 losses of a master's
+// data over a deployment's life.
+//
+// A new deployment has no markers at all. When every one of the N masters answers
+// an attempt and none of them counts, they cannot hold anything that survives
+// unless a majority lost its data, so the attempt brings them all in at once (era
+// 0) and tries again: start a deployment, or upgrade from a version without
+// markers, with all masters up, or it waits MaxTTL.
 //
 // # The debate
 //
@@ -115,9 +163,10 @@
 // acquiring, so pauses during acquisition are detected, and pauses after it hurt
 // every lease-based lock, ZooKeeper's included; and that where a resource can check
 // fencing tokens, a random token checked by the resource would do. This package
-// takes both sides' points: it keeps the timing checks and the restart rule of
-// RedLock, and it adds fences that increase across majorities, so a resource can
-// reject a stale holder rather than trust timing alone.
+// takes both sides' points: it keeps the timing checks of RedLock, enforces its
+// delayed-restart rule itself (a master that comes back empty is kept out for
+// MaxTTL), and adds fences that increase across majorities and across lost data, so
+// a resource can reject a stale holder rather than trust timing alone.
 //
 // # When to prefer etcd or ZooKeeper
 //
@@ -138,9 +187,10 @@
 //	P:{T}:lock:K      the lock: "<token>|<fence>|<owner>" with a time to live
 //	P:{T}:fence:K     the fence counter (never expires, never deleted)
 //	P:{T}:release:K   the pub/sub channel that Unlock publishes on
+//	P:node            the master's marker: "<epoch>|<era>", never expires
+//	P:quarantine      present, with a time to live, while the master is kept out
 //
-// where T is the first 8 bytes of SHA-256(K) in hex, so the keys of one K share a
-// slot if a master is itself a Redis Cluster. K follows in full, unescaped, after a
+// where T is the first 8 bytes of SHA-256(K) in hex. K follows in full, unescaped, after a
 // fixed-length part, so different keys never share a Redis key. The fence counter
 // costs one small key per distinct lock key ever used, on every master.
 //

@@ -21,8 +21,11 @@ import (
 //	P:quarantine  present, with a time to live, while the node is kept out
 //
 // A node whose marker is missing lost its data (or is new): the acquire script then
-// writes a marker with no era and a quarantine of MaxTTL plus its drift allowance
-// (on that node's clock), and refuses the lock. A node counts towards a quorum only
+// writes a marker with no era and a quarantine of MaxTTL plus a tenth of it plus its
+// drift allowance (on that node's clock), and refuses the lock. (The tenth is the
+// longest per-node timeout of an attempt with a ttl up to MaxTTL: the replies from
+// which an era is computed may have been read that much before the node's own reply
+// said that its quarantine had ended.) A node counts towards a quorum only
 // once it has an era and no quarantine. So every lock it forgot has expired on the
 // other nodes, and the lease that held it has passed its Expires, before it counts
 // again: a lease's locks never live longer than MaxTTL, and its Expires comes

@@ -66,7 +66,7 @@ type Options struct {
 	// MaxTTL is the longest ttl that TryLock and Renew accept (a longer one gives
 	// ErrInvalid), and so the longest any lock on a node can have left. A node that
 	// comes back empty (restarted without its data) is kept out of every quorum for
-	// MaxTTL plus its drift allowance, measured on that node's clock, so that no
+	// 1.1 * MaxTTL plus its drift allowance, measured on that node's clock, so that no
 	// lock it forgot can still be in use when it counts again (see "Safety
 	// assumptions" in the package documentation). Every Locker of a deployment must
 	// use the same MaxTTL, or a larger one than any other's ttl. It must not be

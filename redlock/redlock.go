@@ -31,7 +31,8 @@ type Locker struct {
 	late    sync.Map      // token -> *attempt: leases with late phase-1 answers pending
 	state   nodeKeys      // the Redis names of each node's own state (see nodestate.go)
 	// quarantineMS is how long, in ms on its own clock, a node that came back empty
-	// stays out of quorums: MaxTTL plus its drift allowance.
+	// stays out of quorums: MaxTTL, plus a tenth of it (the longest per-node timeout
+	// of an attempt: see nodestate.go), plus its drift allowance.
 	quarantineMS int64
 }
 
@@ -74,7 +75,7 @@ func New(clients []redis.UniversalClient, opts *Options) (*Locker, error) {
 	}
 	l := &Locker{opts: o, quorum: len(clients)/2 + 1}
 	l.state = stateKeys(o.Prefix)
-	l.quarantineMS = millis(o.MaxTTL + l.Drift(o.MaxTTL))
+	l.quarantineMS = millis(o.MaxTTL + o.MaxTTL/10 + l.Drift(o.MaxTTL))
 	addrs := make(map[string]int)
 	for i, c := range clients {
 		switch c.(type) {
