@@ -1,57 +1,3 @@
-// Package etcdlock is a distlock backend on etcd v3 leases
-// (go.etcd.io/etcd/client/v3).
-//
-// Each acquisition grants its own etcd lease and creates the lock key with it in one
-// transaction that succeeds only if the key does not exist. The key lives exactly as
-// long as the lease: Unlock deletes it, and the server deletes it when the lease
-// expires, by the server's clock. The Fence is the key's create revision, which the
-// cluster's revision makes strictly increasing, across clients, server restarts and
-// leader changes.
-//
-// # Keys
-//
-// A key is stored as Options.Prefix followed by the key's bytes, with '%', '/' and
-// the ASCII control bytes written as %XX. The mapping is one to one, so keys that
-// differ in any byte are different locks, and an encoded key never contains '/', so
-// a key cannot reach into a deeper prefix (a Locker with prefix "app/" never touches
-// the keys of one with prefix "app/a/"). The etcd value holds the holder's secret
-// token, the ttl it asked for and its owner label (Options.Owner), which Inspect
-// reports.
-//
-// # Time to live
-//
-// etcd leases have a TTL in whole seconds, and the server raises a TTL below its
-// minimum (3/2 of the election timeout rounded up: 2s with etcd's defaults, 1s with
-// an election timeout of at most 666ms). A ttl is therefore rounded up to whole
-// seconds for the lease, while Lease.Expires is the request's start plus the ttl
-// asked for, never more. The key is freed at the latest when the lease expires:
-// ttl rounded up (or the server's minimum), plus up to half a second for the
-// server's expiry check. A leader change extends every lease: the new leader
-// refreshes leases to their full TTL plus an election timeout.
-//
-// Renew with the ttl of the acquisition (same whole seconds) refreshes the lease
-// (KeepAliveOnce). Renew with another ttl moves the key to a new lease of that ttl in
-// one transaction, so that the key is freed by the new ttl; the Lease's Key, Token
-// and Fence stay the same.
-//
-// # Round trips
-//
-// TryLock: two (LeaseGrant, Txn); one (Txn) when it uses the lease that the
-// Locker's previous TryLock, which found a key held, kept (see TryLock).
-// Renew: two (Range, LeaseKeepAlive); four when the ttl changes. Unlock: two (Txn,
-// LeaseRevoke). Wait: a watch, which the Waits of a Locker on one key share and
-// which stays for 2s after the last of them, and a Range unless a TryLock of the same
-// Locker saw the key held since the watch started. Inspect: two (Range,
-// LeaseTimeToLive).
-//
-// # Errors and cleanup
-//
-// A transport failure is returned as is (it never wraps ErrLocked). When a TryLock or
-// Renew fails after its lease was granted (other than by finding the key held), the
-// lease is revoked with a fresh context bounded by Options.CleanupTimeout (never the
-// caller's, which may be the reason for the failure): revoking the lease removes a
-// key that a request whose outcome is unknown may have created. The call waits for that cleanup only while the caller's
-// context lives, so it still returns promptly when that context ends.
 package etcdlock
 
 import (
@@ -93,6 +39,14 @@ type Options struct {
 	// CleanupTimeout bounds the revocation of a failed attempt's lease, which runs
 	// with a fresh context. Default DefaultCleanupTimeout; it must not be negative.
 	CleanupTimeout time.Duration
+	// RequestTimeout bounds each attempt of a request to etcd. An attempt that
+	// times out, or that a member cannot serve now (it has no leader, its
+	// connection broke), is tried again, on the client's next endpoint, until the
+	// call's context ends. Keep it well above the cluster's request latency under
+	// load, and near its election time: a write that a member forwarded to a
+	// leader that died is lost, and only another attempt completes it. Default
+	// DefaultRequestTimeout; it must not be negative.
+	RequestTimeout time.Duration
 }
 
 // A Locker acquires leases on keys in etcd through one clientv3.Client. It is safe
@@ -102,7 +56,9 @@ type Locker struct {
 	prefix  string
 	owner   string
 	cleanup time.Duration
-	err     error // an invalid argument of New, returned by every call
+	// reqTimeout bounds each attempt of a request (Options.RequestTimeout).
+	reqTimeout time.Duration
+	err        error // an invalid argument of New, returned by every call
 
 	watchIdle time.Duration // watchIdle; tests shorten it
 
@@ -111,109 +67,6 @@ type Locker struct {
 	sighting map[string]sighting  // what failed TryLocks saw, for Wait
 	watches  map[string]*keyWatch // by key: the watches that Waits share
 	spare    spare                // a failed TryLock's lease, for the next TryLock
-}
-
-// A spare is the lease of a TryLock that found the key held. It holds no key, so
-// the Locker's next TryLock with the same whole seconds uses it instead of granting
-// a lease (a round trip less on each attempt of a wait loop: Lock tries, waits,
-// tries again), as long as it is young (spareMaxAge). A Locker keeps one; one it
-// does not use holds nothing and expires on the server by its TTL.
-type spare struct {
-	id      clientv3.LeaseID // 0: none
-	secs    int64            // the TTL asked for
-	granted time.Duration    // the TTL granted (the server may raise it to its minimum)
-	at      time.Time        // taken before the LeaseGrant request was sent
-}
-
-// spareMaxAge is the oldest spare lease that a TryLock for ttl uses: the lease's
-// Expires counts from the grant (see TryLock), so the age is what the Lease may
-// lose of ttl, beyond what the rounding up to whole seconds leaves: a tenth of ttl,
-// at most a second.
-func spareMaxAge(ttl time.Duration) time.Duration { return min(ttl/10, time.Second) }
-
-// takeSpare returns the spare lease if it fits a TryLock of secs and ttl that
-// started at start; it revokes, in the background, one that no TryLock could use
-// any longer.
-func (l *Locker) takeSpare(secs int64, ttl time.Duration, start time.Time) (spare, bool) {
-	l.mu.Lock()
-	sp := l.spare
-	if sp.id == 0 {
-		l.mu.Unlock()
-		return spare{}, false
-	}
-	age := start.Sub(sp.at)
-	if sp.secs == secs && age <= spareMaxAge(ttl) {
-		l.spare = spare{}
-		l.mu.Unlock()
-		return sp, true
-	}
-	stale := age > time.Second // too old for any ttl
-	if stale {
-		l.spare = spare{}
-	}
-	l.mu.Unlock()
-	if stale {
-		l.revokeLater(sp.id)
-	}
-	return spare{}, false
-}
-
-// putSpare keeps sp as the spare lease, revoking the one it replaces in the
-// background.
-func (l *Locker) putSpare(sp spare) {
-	l.mu.Lock()
-	old := l.spare
-	l.spare = sp
-	l.mu.Unlock()
-	if old.id != 0 && old.id != sp.id {
-		l.revokeLater(old.id)
-	}
-}
-
-// A sighting is what a TryLock that found key held saw: the revision of its reply,
-// at which the key existed, and the holder's lease. A Wait whose watch of the key
-// started at or before that revision needs no request to check that the key is
-// held: the watch saw every deletion since.
-type sighting struct {
-	rev   int64     // the revision of the reply that showed the key held
-	lease int64     // the holder's etcd lease ID (0: none)
-	secs  int64     // the holder's ttl in whole seconds, from its value
-	at    time.Time // taken before the request that saw it was sent
-}
-
-// Bounds of the sightings a Locker keeps.
-const (
-	// sightingMaxAge is how long a sighting serves Wait: its time bounds the wait
-	// for the holder's ttl, which an old sighting would make needlessly short.
-	sightingMaxAge = 2 * time.Second
-	// maxSightings bounds the map: beyond it, old sightings are dropped.
-	maxSightings = 1024
-)
-
-// see records that key was seen held at rev by a request sent at at.
-func (l *Locker) see(key string, s sighting) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.sighting) >= maxSightings {
-		for k, old := range l.sighting {
-			if s.at.Sub(old.at) > sightingMaxAge || len(l.sighting) >= maxSightings {
-				delete(l.sighting, k)
-			}
-		}
-	}
-	l.sighting[key] = s
-}
-
-// sightingOf returns a recent sighting of key, if there is one.
-func (l *Locker) sightingOf(key string) (sighting, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s, ok := l.sighting[key]
-	if ok && time.Since(s.at) > sightingMaxAge {
-		delete(l.sighting, key)
-		return sighting{}, false
-	}
-	return s, ok
 }
 
 var (
@@ -225,16 +78,16 @@ var (
 
 // New returns a Locker that uses client, which the caller keeps and closes (close it
 // only after the Locker's last call). Invalid arguments (a nil client, a negative
-// CleanupTimeout) are not reported here: every call of the Locker returns an error
-// wrapping distlock.ErrInvalid that names them.
+// CleanupTimeout or RequestTimeout) are not reported here: every call of the
+// Locker returns an error wrapping distlock.ErrInvalid that names them.
 func New(client *clientv3.Client, opts *Options) *Locker {
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
 	l := &Locker{client: client, prefix: o.Prefix, owner: o.Owner, cleanup: o.CleanupTimeout,
-		lost: make(map[lostKey]chan struct{}), sighting: make(map[string]sighting), watches: make(map[string]*keyWatch),
-		watchIdle: watchIdle}
+		reqTimeout: o.RequestTimeout, watchIdle: watchIdle,
+		lost: make(map[lostKey]chan struct{}), sighting: make(map[string]sighting), watches: make(map[string]*keyWatch)}
 	if l.prefix == "" {
 		l.prefix = DefaultPrefix
 	}
@@ -249,8 +102,14 @@ func New(client *clientv3.Client, opts *Options) *Locker {
 		l.err = fmt.Errorf("%w: etcdlock.New: nil *clientv3.Client", distlock.ErrInvalid)
 	case l.cleanup < 0:
 		l.err = fmt.Errorf("%w: etcdlock.New: negative Options.CleanupTimeout %v", distlock.ErrInvalid, l.cleanup)
-	case l.cleanup == 0:
+	case l.reqTimeout < 0:
+		l.err = fmt.Errorf("%w: etcdlock.New: negative Options.RequestTimeout %v", distlock.ErrInvalid, l.reqTimeout)
+	}
+	if l.cleanup == 0 {
 		l.cleanup = DefaultCleanupTimeout
+	}
+	if l.reqTimeout == 0 {
+		l.reqTimeout = DefaultRequestTimeout
 	}
 	return l
 }
@@ -377,18 +236,28 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 	sp, reused := l.takeSpare(secs, ttl, start)
 	for {
 		if !reused {
-			grant, err := l.client.Grant(ctx, secs)
+			var grant *clientv3.LeaseGrantResponse
+			err := l.call(ctx, func(ctx context.Context) (err error) {
+				grant, err = l.client.Grant(ctx, secs)
+				return err
+			})
 			if err != nil {
-				// If the grant reached the server, its lease has no key and expires alone.
+				// If a grant reached the server, its lease has no key and expires alone.
 				return distlock.Lease{}, fmt.Errorf("etcdlock: TryLock(%q): grant a lease of %ds: %w", key, secs, err)
 			}
 			sp = spare{id: grant.ID, secs: secs, granted: time.Duration(grant.TTL) * time.Second, at: start}
 		}
-		resp, err := l.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-			Then(clientv3.OpPut(k, l.value(token, secs), clientv3.WithLease(sp.id))).
-			Else(clientv3.OpGet(k)).
-			Commit()
+		// Safe to repeat: an attempt after one that created the key finds the key
+		// holding this token (below).
+		var resp *clientv3.TxnResponse
+		err := l.call(ctx, func(ctx context.Context) (err error) {
+			resp, err = l.client.Txn(ctx).
+				If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+				Then(clientv3.OpPut(k, l.value(token, secs), clientv3.WithLease(sp.id))).
+				Else(clientv3.OpGet(k)).
+				Commit()
+			return err
+		})
 		if err != nil && reused && errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			// The spare lease is gone (revoked from outside): grant one.
 			reused = false
@@ -399,27 +268,36 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 			l.revoke(ctx, sp.id)
 			return distlock.Lease{}, fmt.Errorf("etcdlock: TryLock(%q): %w", key, err)
 		}
+		fence := uint64(resp.Header.Revision) // the put's revision: the key's create revision
 		if !resp.Succeeded {
-			// The lease holds no key: keep it for the next attempt.
-			l.putSpare(sp)
-			holder := "a key that is gone by now"
+			var kv *mvccpb.KeyValue
 			if r := resp.Responses[0].GetResponseRange(); r != nil && len(r.Kvs) > 0 {
-				kv := r.Kvs[0]
-				held, owner := parseValue(kv.Value)
-				holder = fmt.Sprintf("owner %q, fence %d", owner, kv.CreateRevision)
-				l.see(key, sighting{rev: resp.Header.Revision, lease: kv.Lease, secs: held, at: start})
+				kv = r.Kvs[0]
 			}
-			return distlock.Lease{}, fmt.Errorf("etcdlock: key %q is held (%s): %w", key, holder, distlock.ErrLocked)
+			if kv == nil || !strings.HasPrefix(string(kv.Value), token+"\n") {
+				// The lease holds no key: keep it for the next attempt.
+				l.putSpare(sp)
+				holder := "a key that is gone by now"
+				if kv != nil {
+					held, owner := parseValue(kv.Value)
+					holder = fmt.Sprintf("owner %q, fence %d", owner, kv.CreateRevision)
+					l.see(key, sighting{rev: resp.Header.Revision, lease: kv.Lease, secs: held, at: start})
+				}
+				return distlock.Lease{}, fmt.Errorf("etcdlock: key %q is held (%s): %w", key, holder, distlock.ErrLocked)
+			}
+			// An earlier attempt, whose reply was lost, created the key.
+			fence = uint64(kv.CreateRevision)
 		}
-		return distlock.Lease{
-			Key:   key,
-			Token: token,
-			Fence: uint64(resp.Header.Revision), // the put's revision: the key's create revision
-			// The server frees the key no sooner than the lease's grant plus its
-			// TTL (whole seconds, at least ttl): for a fresh grant that is after
-			// start + ttl; for a spare lease it may come sooner.
-			Expires: minTime(start.Add(ttl), sp.at.Add(sp.granted)),
-		}, nil
+		// The server frees the key no sooner than the lease's grant plus its TTL
+		// (whole seconds, at least ttl): for a fresh grant that is after start +
+		// ttl; for a spare lease it may come sooner.
+		expires := minTime(start.Add(ttl), sp.at.Add(sp.granted))
+		if !time.Now().Before(expires) {
+			// Too late to be of use: free the key rather than hold it for nobody.
+			l.revoke(ctx, sp.id)
+			return distlock.Lease{}, fmt.Errorf("etcdlock: TryLock(%q): the key was created, but the attempt took %v, longer than the ttl %v; released it", key, time.Since(start), ttl)
+		}
+		return distlock.Lease{Key: key, Token: token, Fence: fence, Expires: expires}, nil
 	}
 }
 
@@ -428,91 +306,6 @@ func minTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// Renew extends lease to ttl from now. With the acquisition's ttl (in whole seconds)
-// it refreshes the lease; with another ttl it moves the key to a new lease of that
-// ttl. It returns an error wrapping ErrNotHeld when the key is gone, was taken by
-// another acquisition, or its lease expired.
-func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
-	if l.err != nil {
-		return distlock.Lease{}, l.err
-	}
-	if err := distlock.ValidateLease(lease); err != nil {
-		return distlock.Lease{}, err
-	}
-	if err := l.checkTTL(ttl); err != nil {
-		return distlock.Lease{}, err
-	}
-	if err := checkToken(lease); err != nil {
-		return distlock.Lease{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return distlock.Lease{}, fmt.Errorf("etcdlock: Renew(%q): %w", lease.Key, err)
-	}
-	start := time.Now()
-	k := l.EtcdKey(lease.Key)
-	get, err := l.client.Get(ctx, k)
-	if err != nil {
-		return distlock.Lease{}, fmt.Errorf("etcdlock: Renew(%q): %w", lease.Key, err)
-	}
-	if len(get.Kvs) == 0 || !owns(get.Kvs[0], lease) {
-		return distlock.Lease{}, notHeld(lease.Key, get.Kvs)
-	}
-	kv := get.Kvs[0]
-	old := clientv3.LeaseID(kv.Lease)
-	secs := leaseSecs(ttl)
-	if held, _ := parseValue(kv.Value); held == secs {
-		if _, err := l.client.KeepAliveOnce(ctx, old); err != nil {
-			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				return distlock.Lease{}, fmt.Errorf("etcdlock: Renew(%q): the lease expired: %w", lease.Key, distlock.ErrNotHeld)
-			}
-			return distlock.Lease{}, fmt.Errorf("etcdlock: Renew(%q): %w", lease.Key, err)
-		}
-		lease.Expires = start.Add(ttl)
-		return lease, nil
-	}
-
-	// Another ttl: move the key to a new lease of that ttl, keeping its create
-	// revision (the Fence) and token.
-	grant, err := l.client.Grant(ctx, secs)
-	if err != nil {
-		return distlock.Lease{}, fmt.Errorf("etcdlock: Renew(%q): grant a lease of %ds: %w", lease.Key, secs, err)
-	}
-	resp, err := l.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(k), "=", kv.CreateRevision),
-			clientv3.Compare(clientv3.Value(k), "=", string(kv.Value)),
-			clientv3.Compare(clientv3.LeaseValue(k), "=", old)).
-		Then(clientv3.OpPut(k, l.valueFrom(kv.Value, secs), clientv3.WithLease(grant.ID))).
-		Commit()
-	if err != nil {
-		// Unknown outcome: the key may be on the new lease or still on the old one.
-		// Revoking either could free a key the caller may still hold until the old
-		// Expires, so both are left to expire by their ttl.
-		return distlock.Lease{}, fmt.Errorf("etcdlock: Renew(%q): %w", lease.Key, err)
-	}
-	if !resp.Succeeded {
-		l.revoke(ctx, grant.ID)
-		return distlock.Lease{}, fmt.Errorf("etcdlock: Renew(%q): the key changed or its lease expired: %w", lease.Key, distlock.ErrNotHeld)
-	}
-	l.revoke(ctx, old) // it holds no key now
-	lease.Expires = start.Add(ttl)
-	return lease, nil
-}
-
-// valueFrom is the value v with its ttl seconds replaced by secs.
-func (l *Locker) valueFrom(v []byte, secs int64) string {
-	token, _, _ := strings.Cut(string(v), "\n")
-	_, owner := parseValue(v)
-	return token + "\n" + strconv.FormatInt(secs, 10) + "\n" + owner
-}
-
-// notHeld is the ErrNotHeld error for key, whose lock key now reads kvs.
-func notHeld(key string, kvs []*mvccpb.KeyValue) error {
-	if len(kvs) == 0 {
-		return fmt.Errorf("etcdlock: key %q is not locked: %w", key, distlock.ErrNotHeld)
-	}
-	return fmt.Errorf("etcdlock: key %q is held by another acquisition (fence %d): %w", key, kvs[0].CreateRevision, distlock.ErrNotHeld)
 }
 
 // Unlock releases lease: in one transaction it deletes the key if the key still
@@ -532,14 +325,23 @@ func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
 		return fmt.Errorf("etcdlock: Unlock(%q): %w", lease.Key, err)
 	}
 	k := l.EtcdKey(lease.Key)
-	resp, err := l.client.Txn(ctx).
-		If(ownedBy(k, lease.Fence, lease.Token)...).
-		Then(clientv3.OpDelete(k, clientv3.WithPrevKV())).
-		Commit()
+	var resp *clientv3.TxnResponse
+	unknown := false // an attempt failed after it may have deleted the key
+	err := l.call(ctx, func(ctx context.Context) (err error) {
+		resp, err = l.client.Txn(ctx).
+			If(ownedBy(k, lease.Fence, lease.Token)...).
+			Then(clientv3.OpDelete(k, clientv3.WithPrevKV())).
+			Commit()
+		unknown = unknown || err != nil
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("etcdlock: Unlock(%q): %w", lease.Key, err)
 	}
 	if !resp.Succeeded {
+		if unknown {
+			return fmt.Errorf("etcdlock: Unlock(%q): the key is not held by this lease (an attempt whose reply was lost may have released it): %w", lease.Key, distlock.ErrNotHeld)
+		}
 		return fmt.Errorf("etcdlock: Unlock(%q): the key is not held by this lease: %w", lease.Key, distlock.ErrNotHeld)
 	}
 	if d := resp.Responses[0].GetResponseDeleteRange(); d != nil && len(d.PrevKvs) > 0 && d.PrevKvs[0].Lease != 0 {
@@ -554,7 +356,7 @@ func (l *Locker) revokeLater(id clientv3.LeaseID) {
 	go func() {
 		rctx, cancel := context.WithTimeout(context.Background(), l.cleanup)
 		defer cancel()
-		_, _ = l.client.Revoke(rctx, id)
+		l.revokeNow(rctx, id)
 	}()
 }
 
@@ -568,7 +370,7 @@ func (l *Locker) revoke(ctx context.Context, id clientv3.LeaseID) {
 		defer close(done)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cleanup)
 		defer cancel()
-		_, _ = l.client.Revoke(rctx, id)
+		l.revokeNow(rctx, id)
 	}()
 	select {
 	case <-done:
@@ -576,124 +378,12 @@ func (l *Locker) revoke(ctx context.Context, id clientv3.LeaseID) {
 	}
 }
 
-// Inspect reports key's holder: its Fence, its owner label, and an Expires of now
-// plus the lease's remaining TTL as the server reports it (whole seconds, rounded
-// down). It returns an error wrapping ErrNotHeld when key is free.
-func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, error) {
-	if l.err != nil {
-		return distlock.Holder{}, l.err
-	}
-	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
-		return distlock.Holder{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return distlock.Holder{}, fmt.Errorf("etcdlock: Inspect(%q): %w", key, err)
-	}
-	start := time.Now()
-	get, err := l.client.Get(ctx, l.EtcdKey(key))
-	if err != nil {
-		return distlock.Holder{}, fmt.Errorf("etcdlock: Inspect(%q): %w", key, err)
-	}
-	if len(get.Kvs) == 0 {
-		return distlock.Holder{}, fmt.Errorf("etcdlock: key %q is not locked: %w", key, distlock.ErrNotHeld)
-	}
-	kv := get.Kvs[0]
-	_, owner := parseValue(kv.Value)
-	h := distlock.Holder{Key: key, Fence: uint64(kv.CreateRevision), Owner: owner}
-	if kv.Lease != 0 {
-		ttl, err := l.client.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
-		if err != nil {
-			return distlock.Holder{}, fmt.Errorf("etcdlock: Inspect(%q): %w", key, err)
-		}
-		if ttl.TTL < 0 {
-			return distlock.Holder{}, fmt.Errorf("etcdlock: key %q: its lease expired: %w", key, distlock.ErrNotHeld)
-		}
-		h.Expires = start.Add(time.Duration(ttl.TTL) * time.Second)
-	}
-	return h, nil
-}
-
-// lostKey identifies one acquisition.
-type lostKey struct {
-	key   string
-	fence uint64
-}
-
-// Lost returns a channel that is closed when the server shows that lease's
-// acquisition has ended: its key was deleted (Unlock, or the lease expired or was
-// revoked) or created anew. It watches the key, from the revision after the Fence,
-// until then or until the client is closed; calls for one acquisition share one
-// watch. A renewal, which may move the key to another lease, keeps the channel
-// open. It returns nil for a Lease that etcdlock did not issue.
-func (l *Locker) Lost(lease distlock.Lease) <-chan struct{} {
-	if l.err != nil || distlock.ValidateLease(lease) != nil || checkToken(lease) != nil {
-		return nil
-	}
-	lk := lostKey{lease.Key, lease.Fence}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if ch, ok := l.lost[lk]; ok {
-		return ch
-	}
-	ch := make(chan struct{})
-	l.lost[lk] = ch
-	go l.watchLoss(lk, ch)
-	return ch
-}
-
-// watchLoss closes ch once the acquisition lk ended, and forgets it.
-func (l *Locker) watchLoss(lk lostKey, ch chan struct{}) {
-	ended := l.awaitLoss(lk)
-	l.mu.Lock()
-	delete(l.lost, lk)
-	l.mu.Unlock()
-	if ended {
-		close(ch)
-	}
-}
-
-// awaitLoss watches the key of lk and reports true once the acquisition ended, or
-// false when it can no longer tell (the client was closed).
-func (l *Locker) awaitLoss(lk lostKey) bool {
-	k := l.EtcdKey(lk.key)
-	rev := int64(lk.fence) + 1
-	for {
-		ended, next, ok := l.watchFrom(k, lk.fence, rev)
-		if !ok || ended {
-			return ended
-		}
-		rev = next
-	}
-}
-
-// watchFrom watches k from rev until the acquisition with create revision fence
-// ended (ended), the watch's history was compacted (ok, and next is the revision to
-// watch from), or the watch failed or the client was closed (!ok).
-func (l *Locker) watchFrom(k string, fence uint64, rev int64) (ended bool, next int64, ok bool) {
-	ctx, cancel := context.WithCancel(l.client.Ctx())
-	defer cancel()
-	for resp := range l.client.Watch(ctx, k, clientv3.WithRev(rev)) {
-		if resp.CompactRevision != 0 {
-			// History since rev is gone: read the key's state instead.
-			gctx, gcancel := context.WithTimeout(ctx, l.cleanup)
-			get, err := l.client.Get(gctx, k)
-			gcancel()
-			if err != nil {
-				return false, 0, false
-			}
-			if len(get.Kvs) == 0 || uint64(get.Kvs[0].CreateRevision) != fence {
-				return true, 0, true
-			}
-			return false, get.Header.Revision + 1, true
-		}
-		if resp.Err() != nil {
-			return false, 0, false
-		}
-		for _, ev := range resp.Events {
-			if ev.Type == clientv3.EventTypeDelete || uint64(ev.Kv.CreateRevision) != fence {
-				return true, 0, true
-			}
-		}
-	}
-	return false, 0, false // the client was closed
+// revokeNow revokes the lease id, retrying until ctx ends. Errors are ignored: a
+// lease that is not revoked expires by its ttl, and one that is gone already
+// (ErrLeaseNotFound, which is not retried) needs nothing.
+func (l *Locker) revokeNow(ctx context.Context, id clientv3.LeaseID) {
+	_ = l.call(ctx, func(ctx context.Context) error {
+		_, err := l.client.Revoke(ctx, id)
+		return err
+	})
 }

@@ -94,8 +94,12 @@ func TestRoundTrips(t *testing.T) {
 		lease, err = l.Renew(ctxFor(t, 5*time.Second), lease, 3*time.Second)
 		return err
 	})
-	count("Renew with another ttl", 4, func() (err error) {
+	count("Renew with a longer ttl", 4, func() (err error) {
 		lease, err = l.Renew(ctxFor(t, 5*time.Second), lease, 5*time.Second)
+		return err
+	})
+	count("Renew with a shorter ttl", 2, func() (err error) {
+		lease, err = l.Renew(ctxFor(t, 5*time.Second), lease, 2*time.Second)
 		return err
 	})
 	count("Inspect", 2, func() error {
@@ -154,8 +158,10 @@ func leaseOf(t *testing.T, cli *clientv3.Client, l *etcdlock.Locker, key string)
 	return id, ttl.GrantedTTL
 }
 
-// TestRenewOtherTTL: Renew with a ttl of other whole seconds moves the key to a lease
-// of that ttl and revokes the old lease; Key, Token and Fence stay.
+// TestRenewOtherTTL: Renew with a longer ttl (in whole seconds) moves the key to a
+// lease of that ttl and revokes the old lease; Renew with a ttl that is not longer
+// keeps the key's lease and refreshes it (Renew never shortens what the server
+// holds), while Expires counts the ttl asked for. Key, Token and Fence stay.
 func TestRenewOtherTTL(t *testing.T) {
 	cli := newClient(t, []string{etcdSrv.Addr()}, nil)
 	l := etcdlock.New(cli, nil)
@@ -169,9 +175,10 @@ func TestRenewOtherTTL(t *testing.T) {
 		t.Fatalf("a ttl of 1.5s got a lease of %ds, want 2s", granted)
 	}
 	for _, c := range []struct {
-		ttl  time.Duration
-		want int64
-	}{{10 * time.Second, 10}, {1800 * time.Millisecond, 2}, {time.Second, 1}} {
+		ttl   time.Duration
+		want  int64 // the TTL of the key's lease after the renewal
+		moved bool
+	}{{10 * time.Second, 10, true}, {1800 * time.Millisecond, 10, false}, {time.Second, 10, false}, {10 * time.Second, 10, false}, {12 * time.Second, 12, true}} {
 		start := time.Now()
 		next, err := l.Renew(ctxFor(t, 5*time.Second), la, c.ttl)
 		if err != nil {
@@ -188,11 +195,15 @@ func TestRenewOtherTTL(t *testing.T) {
 		if granted != c.want {
 			t.Fatalf("after Renew(%v) the key's lease has a TTL of %ds, want %d", c.ttl, granted, c.want)
 		}
-		if id == first {
-			t.Fatalf("Renew(%v) did not move the key to a new lease", c.ttl)
+		if moved := id != first; moved != c.moved {
+			t.Fatalf("Renew(%v) moved the key to a new lease: %v, want %v", c.ttl, moved, c.moved)
 		}
-		if ttl, err := cli.TimeToLive(ctxFor(t, 5*time.Second), first); err != nil || ttl.TTL != -1 {
-			t.Fatalf("the old lease %x after the move: TTL %v, %v; want it revoked", first, ttl, err)
+		if c.moved {
+			if ttl, err := cli.TimeToLive(ctxFor(t, 5*time.Second), first); err != nil || ttl.TTL != -1 {
+				t.Fatalf("the old lease %x after the move: TTL %v, %v; want it revoked", first, ttl, err)
+			}
+		} else if ttl, err := cli.TimeToLive(ctxFor(t, 5*time.Second), id); err != nil || ttl.TTL < c.want-1 {
+			t.Fatalf("the kept lease after Renew(%v): TTL %v, %v; want it refreshed to about %ds", c.ttl, ttl, err, c.want)
 		}
 		first, la = id, next
 	}

@@ -16,7 +16,7 @@ import (
 
 var (
 	etcdSrv     *testenv.Server      // a single-member cluster
-	etcdCluster *testenv.EtcdCluster // a 3-member cluster
+	etcdCluster *testenv.EtcdCluster // a 3-member cluster, peer traffic through proxies (Isolate)
 )
 
 func TestMain(m *testing.M) {
@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 		if etcdSrv, err = env.Etcd(); err != nil {
 			return err
 		}
-		etcdCluster, err = env.EtcdCluster(3)
+		etcdCluster, err = env.EtcdProxiedCluster(3)
 		return err
 	})
 }

@@ -125,7 +125,11 @@ func (l *Locker) runWatch(key string, kw *keyWatch, wch clientv3.WatchChan) {
 // watch, which stays for 2s after the last of them returned. The check needs no
 // request when a TryLock of this Locker found the key held at a revision the watch
 // covers (the usual case in distlock.Lock's loop of TryLock and Wait); otherwise
-// it reads the key.
+// it reads the key, linearizably. The request timeout (Options.RequestTimeout)
+// bounds the start of the watch and that read: when a member cannot serve them (it
+// is cut off from its peers, say), Wait returns an error instead of blocking until
+// ctx ends, and distlock.Lock backs off. A watch that the member ends because it
+// lost its leader ends the Wait with an error too.
 func (l *Locker) Wait(ctx context.Context, key string) error {
 	if l.err != nil {
 		return l.err
@@ -142,16 +146,19 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 	k := l.EtcdKey(key)
 	kw := l.watch(key, k)
 	defer l.unwatch(key, kw)
-	select {
-	case <-kw.ready:
-	case <-ctx.Done():
-		return gaveUp()
-	}
 	failed := func(err error) error {
 		if ctx.Err() != nil {
 			return gaveUp()
 		}
 		return fmt.Errorf("etcdlock: Wait(%q): %w", key, err)
+	}
+	// Until Wait knows the holder's ttl, the request timeout bounds it.
+	check, cancel := context.WithTimeout(ctx, l.reqTimeout)
+	defer cancel()
+	select {
+	case <-kw.ready:
+	case <-check.Done():
+		return failed(fmt.Errorf("the watch did not start within %v", l.reqTimeout))
 	}
 	l.mu.Lock()
 	created, lastDel, changed, werr := kw.created, kw.lastDel, kw.changed, kw.err
@@ -176,9 +183,13 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 	} else {
 		// A deletion after the snapshot above closes changed; the read is after it.
 		seen = time.Now()
-		get, err := l.client.Get(ctx, k)
+		get, err := l.get(check, k)
+		if err != nil && check.Err() != nil {
+			// Not the caller's deadline: do not wrap it.
+			return failed(fmt.Errorf("read the key: no answer within %v (%v)", l.reqTimeout, err))
+		}
 		if err != nil {
-			return failed(err)
+			return failed(fmt.Errorf("read the key: %w", err))
 		}
 		if len(get.Kvs) == 0 {
 			return nil

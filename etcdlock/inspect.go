@@ -1,0 +1,51 @@
+package etcdlock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/distlock/distlock"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Inspect reports key's holder: its Fence, its owner label, and an Expires of now
+// plus the lease's remaining TTL as the server reports it (whole seconds, rounded
+// down). It returns an error wrapping ErrNotHeld when key is free.
+func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, error) {
+	if l.err != nil {
+		return distlock.Holder{}, l.err
+	}
+	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+		return distlock.Holder{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return distlock.Holder{}, fmt.Errorf("etcdlock: Inspect(%q): %w", key, err)
+	}
+	start := time.Now()
+	get, err := l.get(ctx, l.EtcdKey(key))
+	if err != nil {
+		return distlock.Holder{}, fmt.Errorf("etcdlock: Inspect(%q): %w", key, err)
+	}
+	if len(get.Kvs) == 0 {
+		return distlock.Holder{}, fmt.Errorf("etcdlock: key %q is not locked: %w", key, distlock.ErrNotHeld)
+	}
+	kv := get.Kvs[0]
+	_, owner := parseValue(kv.Value)
+	h := distlock.Holder{Key: key, Fence: uint64(kv.CreateRevision), Owner: owner}
+	if kv.Lease != 0 {
+		var ttl *clientv3.LeaseTimeToLiveResponse
+		err := l.call(ctx, func(ctx context.Context) (err error) {
+			ttl, err = l.client.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
+			return err
+		})
+		if err != nil {
+			return distlock.Holder{}, fmt.Errorf("etcdlock: Inspect(%q): %w", key, err)
+		}
+		if ttl.TTL < 0 {
+			return distlock.Holder{}, fmt.Errorf("etcdlock: key %q: its lease expired: %w", key, distlock.ErrNotHeld)
+		}
+		h.Expires = start.Add(time.Duration(ttl.TTL) * time.Second)
+	}
+	return h, nil
+}

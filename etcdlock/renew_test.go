@@ -1,0 +1,122 @@
+package etcdlock_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// replyLoser loses, while armed, the replies of a client's writes that renew a
+// lease: Txn requests and lease keepalives reach the server and take effect, and
+// the caller gets an Unavailable error, as when the reply is lost on the way back.
+type replyLoser struct {
+	armed atomic.Bool
+	lost  atomic.Int64 // replies lost
+}
+
+var errReplyLost = status.Error(codes.Unavailable, "test: the reply was lost")
+
+func (r *replyLoser) dialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			err := invoker(ctx, method, req, reply, cc, opts...)
+			if err == nil && r.armed.Load() && method == "/etcdserverpb.KV/Txn" {
+				r.lost.Add(1)
+				return errReplyLost
+			}
+			return err
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			s, err := streamer(ctx, desc, cc, method, opts...)
+			if err != nil || method != "/etcdserverpb.Lease/LeaseKeepAlive" {
+				return s, err
+			}
+			return &losingStream{ClientStream: s, r: r}, nil
+		}),
+	}
+}
+
+type losingStream struct {
+	grpc.ClientStream
+	r *replyLoser
+}
+
+func (s *losingStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m) // the server answered: the keepalive took effect
+	if err == nil && s.r.armed.Load() {
+		s.r.lost.Add(1)
+		return errReplyLost
+	}
+	return err
+}
+
+// newClientWith is newClient with extra dial options.
+func newClientWith(tb testing.TB, endpoints []string, dopts ...grpc.DialOption) *clientv3.Client {
+	tb.Helper()
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 2 * time.Second,
+		DialOptions: dopts,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		tb.Fatalf("clientv3.New(%v): %v", endpoints, err)
+	}
+	tb.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// TestShorteningRenewLostReply (issue 12, part 5): C holds with a ttl of 10s and
+// Renews with 3s, and the reply of the renewal's write is lost, so C keeps its old
+// Expires. Renew never shortens what the server holds, so no other client acquires
+// the key before that Expires.
+func TestShorteningRenewLostReply(t *testing.T) {
+	var loser replyLoser
+	c := etcdlock.New(newClientWith(t, []string{etcdSrv.Addr()}, loser.dialOptions()...), &etcdlock.Options{Owner: "c"})
+	d := etcdlock.New(newClient(t, []string{etcdSrv.Addr()}, nil), &etcdlock.Options{Owner: "d"})
+	key := "shorten-" + distlock.NewToken()
+	const long, short = 10 * time.Second, 3 * time.Second
+	lc, err := c.TryLock(ctxFor(t, 5*time.Second), key, long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loser.armed.Store(true)
+	renewed, err := c.Renew(ctxFor(t, 5*time.Second), lc, short)
+	loser.armed.Store(false)
+	if loser.lost.Load() == 0 {
+		t.Fatalf("Renew(%v) wrote nothing whose reply could be lost (err %v)", short, err)
+	}
+	if err == nil || errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("Renew whose reply was lost: %v, %+v; want a transport error", err, renewed)
+	}
+	t.Logf("Renew(%v) with its reply lost: %v", short, err)
+	// C's bound is still its old Expires: until then, D must find the key held.
+	for n := 0; time.Until(lc.Expires) > 0; n++ {
+		ld, err := d.TryLock(ctxFor(t, 5*time.Second), key, time.Second)
+		if err == nil {
+			t.Fatalf("D acquired the key (fence %d) %v before C's Expires, %v after C's lost Renew(%v)",
+				ld.Fence, time.Until(lc.Expires), time.Since(lc.Expires.Add(-long)), short)
+		}
+		if !errors.Is(err, distlock.ErrLocked) {
+			t.Fatalf("D's TryLock: %v", err)
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-t.Context().Done():
+			return
+		}
+	}
+	if err := c.Unlock(ctxFor(t, 5*time.Second), lc); err != nil {
+		t.Fatalf("C's Unlock after its Expires (the server still holds the key for C): %v", err)
+	}
+}
