@@ -3,13 +3,11 @@ package zklock_test
 import (
 	"io"
 	"log"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/internal/testenv"
 	"github.com/distlock/distlock/zklock"
@@ -155,32 +153,6 @@ func (c *client) delay(d time.Duration) {
 	for _, p := range c.proxies {
 		p.Delay(d)
 	}
-}
-
-// registry maps the Lockers a harness made to their clients.
-type registry struct {
-	mu      sync.Mutex
-	clients map[distlock.Locker]*client
-}
-
-func (r *registry) add(c *client) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.clients == nil {
-		r.clients = make(map[distlock.Locker]*client)
-	}
-	r.clients[c.l] = c
-}
-
-func (r *registry) get(t *testing.T, l distlock.Locker) *client {
-	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c := r.clients[l]
-	if c == nil {
-		t.Fatalf("harness: Locker %p was not made by this harness", l)
-	}
-	return c
 }
 
 // standaloneAddrs and ensembleAddrs are the servers of the two deployments.
