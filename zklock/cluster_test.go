@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/zklock"
 )
@@ -330,5 +332,31 @@ func TestClusterFaultUnderHolder(t *testing.T) {
 				t.Error(err)
 			}
 		})
+	}
+}
+
+// TestClientIsolate: a client that reaches the ensemble through its own proxies finds
+// the node it is connected to, and isolating that node makes the client move to
+// another one with its session (the harness's per-client Isolate).
+func TestClientIsolate(t *testing.T) {
+	leaderIndex(t)
+	c := newClient(t, ensembleAddrs(), sessionTimeout, nil, true)
+	i := c.node()
+	if i < 0 {
+		t.Fatalf("node() = -1 for a client connected to %s", c.conn.Server())
+	}
+	sid := c.conn.SessionID()
+	heal := c.isolate(t)
+	eventually(t, 15*time.Second, "the client moves to another node", func() bool {
+		return c.conn.State() == zk.StateHasSession && c.node() >= 0 && c.node() != i
+	})
+	if c.conn.SessionID() != sid {
+		t.Fatalf("the session changed from %#x to %#x", sid, c.conn.SessionID())
+	}
+	heal()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := zkEns.WaitServing(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -155,6 +155,31 @@ func (c *client) delay(d time.Duration) {
 	}
 }
 
+// node returns the index in zkEns.Nodes of the server that the client is connected
+// to (through its fault proxy, if it has them), or -1.
+func (c *client) node() int {
+	addr := c.conn.Server()
+	for _, p := range c.proxies {
+		if p.Addr() == addr {
+			addr = p.Target()
+		}
+	}
+	return zkEns.NodeIndex(addr)
+}
+
+// isolate cuts the ensemble node that the client is connected to off from its peers,
+// while the client still reaches it (testenv's Ensemble.Isolate), and returns the
+// heal. A client that knows other nodes reconnects to one of them once the isolated
+// node notices that it lost the leader and drops its clients; its session survives.
+func (c *client) isolate(t *testing.T) (heal func()) {
+	t.Helper()
+	i := c.node()
+	if i < 0 {
+		t.Fatalf("isolate: the client's server %s is not a node of the ensemble", c.conn.Server())
+	}
+	return zkEns.Isolate(t, i)
+}
+
 // standaloneAddrs and ensembleAddrs are the servers of the two deployments.
 func standaloneAddrs() []string { return []string{zkSrv.Addr()} }
 func ensembleAddrs() []string   { return zkEns.Addrs() }
