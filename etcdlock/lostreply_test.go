@@ -16,12 +16,26 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// replyLoser loses, while armed, the replies of a client's writes that renew a
-// lease: Txn requests and lease keepalives reach the server and take effect, and
-// the caller gets an Unavailable error, as when the reply is lost on the way back.
+// replyLoser loses, while armed, the replies of a client's writes that lock,
+// renew or unlock: Txn requests and lease keepalives reach the server and take
+// effect, and the caller gets an Unavailable error, as when the reply is lost on
+// the way back. With once set, it disarms itself after losing one reply.
 type replyLoser struct {
 	armed atomic.Bool
+	once  atomic.Bool
 	lost  atomic.Int64 // replies lost
+}
+
+// lose reports whether to lose the reply now, and counts it.
+func (r *replyLoser) lose() bool {
+	if !r.armed.Load() {
+		return false
+	}
+	if r.once.Load() && !r.armed.CompareAndSwap(true, false) {
+		return false
+	}
+	r.lost.Add(1)
+	return true
 }
 
 var errReplyLost = status.Error(codes.Unavailable, "test: the reply was lost")
@@ -30,8 +44,7 @@ func (r *replyLoser) dialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			err := invoker(ctx, method, req, reply, cc, opts...)
-			if err == nil && r.armed.Load() && method == "/etcdserverpb.KV/Txn" {
-				r.lost.Add(1)
+			if err == nil && method == "/etcdserverpb.KV/Txn" && r.lose() {
 				return errReplyLost
 			}
 			return err
@@ -53,8 +66,7 @@ type losingStream struct {
 
 func (s *losingStream) RecvMsg(m any) error {
 	err := s.ClientStream.RecvMsg(m) // the server answered: the keepalive took effect
-	if err == nil && s.r.armed.Load() {
-		s.r.lost.Add(1)
+	if err == nil && s.r.lose() {
 		return errReplyLost
 	}
 	return err
@@ -118,5 +130,50 @@ func TestShorteningRenewLostReply(t *testing.T) {
 	}
 	if err := c.Unlock(ctxFor(t, 5*time.Second), lc); err != nil {
 		t.Fatalf("C's Unlock after its Expires (the server still holds the key for C): %v", err)
+	}
+}
+
+// TestRepeatAfterLostReply: each call repeats a write whose reply was lost (the
+// write took effect), and the repetition finds what the first attempt did: a
+// TryLock its own key, a Renew the key on its new lease; an Unlock finds the key
+// gone and says ErrNotHeld.
+func TestRepeatAfterLostReply(t *testing.T) {
+	var loser replyLoser
+	loser.once.Store(true)
+	cli := newClient(t, []string{etcdSrv.Addr()}, nil)
+	c := etcdlock.New(newClientWith(t, []string{etcdSrv.Addr()}, loser.dialOptions()...), &etcdlock.Options{Owner: "c"})
+	key := "repeat-" + distlock.NewToken()
+
+	loser.armed.Store(true)
+	lc, err := c.TryLock(ctxFor(t, 10*time.Second), key, 3*time.Second)
+	if err != nil {
+		t.Fatalf("TryLock whose first reply was lost: %v", err)
+	}
+	if loser.lost.Load() != 1 {
+		t.Fatalf("%d replies lost, want 1", loser.lost.Load())
+	}
+	get, err := cli.Get(ctxFor(t, 5*time.Second), c.EtcdKey(key))
+	if err != nil || len(get.Kvs) != 1 || uint64(get.Kvs[0].CreateRevision) != lc.Fence {
+		t.Fatalf("the key after TryLock: %v, %v; want create revision %d", get, err, lc.Fence)
+	}
+
+	first, _ := leaseOf(t, cli, c, key)
+	loser.armed.Store(true)
+	lc, err = c.Renew(ctxFor(t, 10*time.Second), lc, 20*time.Second)
+	if err != nil {
+		t.Fatalf("Renew (a move to a longer lease) whose first reply was lost: %v", err)
+	}
+	id, granted := leaseOf(t, cli, c, key)
+	if id == first || granted != 20 {
+		t.Fatalf("after the Renew the key is on lease %x of %ds; want a new lease of 20s", id, granted)
+	}
+
+	loser.armed.Store(true)
+	err = c.Unlock(ctxFor(t, 10*time.Second), lc)
+	if !errors.Is(err, distlock.ErrNotHeld) {
+		t.Fatalf("Unlock whose first reply was lost: %v; want ErrNotHeld (the repetition finds the key gone)", err)
+	}
+	if get, err := cli.Get(ctxFor(t, 5*time.Second), c.EtcdKey(key)); err != nil || len(get.Kvs) != 0 {
+		t.Fatalf("the key after the Unlock: %v, %v; want it gone", get, err)
 	}
 }
