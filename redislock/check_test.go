@@ -67,6 +67,10 @@ func TestCheckServerSafe(t *testing.T) {
 	if !r.OK() || len(r.Servers) != len(cluster.Nodes) {
 		t.Fatalf("a safe Cluster of %d masters: %+v", len(cluster.Nodes), r)
 	}
+	r = check(t, redis.NewFailoverClient(&redis.FailoverOptions{MasterName: sentinelMaster, SentinelAddrs: []string{sentinelSrv.Addr()}}))
+	if !r.OK() || len(r.Servers) != 1 || r.Servers[0].Role != "master" {
+		t.Fatalf("a safe Sentinel-managed master: %+v", r)
+	}
 }
 
 // TestCheckServerUnsafe: servers started with settings that free held locks or

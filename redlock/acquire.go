@@ -73,8 +73,13 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 			_, _ = l.releaseOn(cctx, i, n, token)
 		}
 	}
+	// The script's keys and arguments, built once for all the nodes.
+	call := acquireCall{
+		keys: []string{n.lock, n.fence, l.state.marker, l.state.quarantine},
+		args: []any{token, ms, l.opts.Owner, l.quarantineMS},
+	}
 	res := fanout(ctx, l, nil, nt,
-		func(ctx context.Context, i int) (phase1, error) { return l.acquireOn(ctx, i, n, token, ms) },
+		func(ctx context.Context, i int) (phase1, error) { return l.acquireOn(ctx, i, call) },
 		func(i int, r phase1, err error) {
 			if att.lateAnswer(i) {
 				if err != nil || r.locked { // else another owner's lock: nothing of ours

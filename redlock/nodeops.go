@@ -25,30 +25,39 @@ type phase1 struct {
 // node, with the node's index.
 var testHookAcquire atomic.Pointer[func(i int)]
 
-func (l *Locker) acquireOn(ctx context.Context, i int, n names, token string, ms int64) (phase1, error) {
+// acquireCall is the keys and arguments of phase 1's script, the same on every node.
+type acquireCall struct {
+	keys []string
+	args []any
+}
+
+func (l *Locker) acquireOn(ctx context.Context, i int, c acquireCall) (phase1, error) {
 	if hook := testHookAcquire.Load(); hook != nil {
 		(*hook)(i)
 	}
-	v, err := l.run(ctx, i, acquireScript, []string{n.lock, n.fence, l.state.marker, l.state.quarantine},
-		token, ms, l.opts.Owner, l.quarantineMS).Slice()
+	v, err := l.run(ctx, i, acquireScript, c.keys, c.args...).Result()
 	if err != nil {
 		return phase1{}, err
 	}
-	num := func(k int) int64 { x, _ := v[k].(int64); return x }
-	if len(v) > 0 {
+	if f, ok := v.(int64); ok && f > 0 { // locked, era 0: the usual reply
+		return phase1{locked: true, fence: f}, nil
+	}
+	a, _ := v.([]any)
+	num := func(k int) int64 { x, _ := a[k].(int64); return x }
+	if len(a) > 0 {
 		switch num(0) {
 		case 1:
-			if len(v) == 3 && num(1) > 0 {
+			if len(a) == 3 && num(1) > 0 {
 				return phase1{locked: true, fence: num(1), era: num(2)}, nil
 			}
 		case 0:
-			if len(v) == 5 {
-				owner, _ := v[2].(string)
+			if len(a) == 5 {
+				owner, _ := a[2].(string)
 				return phase1{fence: num(1), owner: owner, holdFor: time.Duration(num(3)) * time.Millisecond, era: num(4)}, nil
 			}
 		case 2:
-			if len(v) == 3 {
-				epoch, _ := v[1].(string)
+			if len(a) == 3 {
+				epoch, _ := a[1].(string)
 				return phase1{out: &nodeState{epoch: epoch, left: time.Duration(num(2)) * time.Millisecond}}, nil
 			}
 		}

@@ -25,7 +25,8 @@ import "github.com/redis/go-redis/v9"
 // Returns, with era the node's era:
 //
 //	{1, fence, era}                  the lock is (now) held by ARGV[1]; fence is the
-//	                                 counter after the increment
+//	                                 counter after the increment (just the fence,
+//	                                 an integer, when era is 0: the usual case)
 //	{0, counter, owner, pttl, era}   another token holds the lock
 //	{2, epoch, quarantine pttl}      the node does not count: it just lost its data
 //	                                 (this call wrote its marker), it is kept out
@@ -63,6 +64,7 @@ if era > 0 and redis.call('EXISTS', KEYS[2]) == 0 then
 end
 local f = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. string.format('%d', f) .. '|' .. ARGV[3], 'PX', ARGV[2])
+if era == 0 then return f end
 return {1, f, era}
 `)
 

@@ -121,7 +121,11 @@ func Check(ctx context.Context, c redis.UniversalClient, p Profile) (Report, err
 		mu  sync.Mutex
 		r   Report
 		one = func(ctx context.Context, node *redis.Client) error {
-			s, fs, err := CheckOne(ctx, node, node.Options().Addr, p)
+			name := node.Options().Addr
+			if name == "" {
+				name = "redis" // a Sentinel-managed client names no address
+			}
+			s, fs, err := CheckOne(ctx, node, name, p)
 			mu.Lock()
 			defer mu.Unlock()
 			r.Servers = append(r.Servers, s)
