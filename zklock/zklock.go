@@ -190,7 +190,8 @@ func New(conn *zk.Conn, opts *Options) (*Locker, error) {
 // watched stay held until Unlock (before Close) or the session's end.
 func (l *Locker) Close() error {
 	l.mu.Lock()
-	if !l.closed {
+	first := !l.closed
+	if first {
 		l.closed = true
 		close(l.done)
 		for tok, s := range l.subs {
@@ -210,7 +211,9 @@ func (l *Locker) Close() error {
 	}
 	l.mu.Unlock()
 	l.wg.Wait()
-	l.stopCleanup()
+	if first {
+		l.stopCleanup() // a concurrent Close must not cut the first one's cleanup short
+	}
 	return nil
 }
 
