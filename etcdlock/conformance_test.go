@@ -1,6 +1,7 @@
 package etcdlock_test
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +20,9 @@ type harness struct {
 	pause   func(t *testing.T)
 	resume  func(t *testing.T)
 	restart func(t *testing.T)
+	// cluster, when set, is the proxied cluster whose members are members: its
+	// faults inside the cluster (Isolate, ChangeLeader, LoseData) are tested too.
+	cluster *testenv.EtcdCluster
 
 	mu   sync.Mutex
 	next int
@@ -26,7 +30,8 @@ type harness struct {
 
 func (h *harness) newClient(t *testing.T) conformance.Client {
 	h.mu.Lock()
-	member := h.members[h.next%len(h.members)]
+	i := h.next % len(h.members)
+	member := h.members[i]
 	h.next++
 	h.mu.Unlock()
 	p, err := faultproxy.New(member.Addr(), nil)
@@ -36,8 +41,13 @@ func (h *harness) newClient(t *testing.T) conformance.Client {
 	cli := newClient(t, []string{p.Addr()}, nil) // closed before the proxy (cleanups run last-in first-out)
 	t.Cleanup(func() { p.Close() })
 	t.Cleanup(func() { cli.Close() })
+	var isolate func() func()
+	if h.cluster != nil {
+		isolate = func() func() { return h.cluster.Isolate(t, i) }
+	}
 	return conformance.Client{
-		Locker: etcdlock.New(cli, &etcdlock.Options{Prefix: "conformance/", Owner: t.Name()}),
+		IsolateServer: isolate,
+		Locker:        etcdlock.New(cli, &etcdlock.Options{Prefix: "conformance/", Owner: t.Name()}),
 		// Close the client without revoking anything: the lease expires by its ttl
 		// on the server.
 		Crash: func() { cli.Close() },
@@ -72,12 +82,35 @@ func (h *harness) Harness() conformance.Harness {
 			RestartServer: h.restart,
 		},
 	}
+	if c := h.cluster; c != nil {
+		hh.Faults.ChangeLeader = func(t *testing.T) { c.ChangeLeader(t) }
+		// The leader loses its data: a new election, and a member that rejoins
+		// empty.
+		hh.Faults.LoseMinority = func(t *testing.T) { c.LoseData(t, h.leader(t)) }
+	}
 	if h.members[0].External() {
 		// Servers from DISTLOCK_ETCD_ENDPOINTS cannot be signalled: the suite
 		// reports these faults as not run.
 		hh.Faults = conformance.Faults{}
 	}
 	return hh
+}
+
+// leader returns the index of the cluster's current leader.
+func (h *harness) leader(t *testing.T) int {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	l, err := h.cluster.WaitLeader(ctx)
+	if err != nil {
+		t.Fatalf("harness: no etcd leader: %v", err)
+	}
+	for i, m := range h.members {
+		if m == l {
+			return i
+		}
+	}
+	t.Fatalf("harness: leader %v is not a member", l)
+	return 0
 }
 
 func TestConformance(t *testing.T) {
@@ -97,6 +130,7 @@ func TestConformanceCluster(t *testing.T) {
 		pause:   func(t *testing.T) { c.Pause(t) },
 		resume:  func(t *testing.T) { c.Resume(t) },
 		restart: func(t *testing.T) { c.Restart(t) },
+		cluster: c,
 	}
 	conformance.Run(t, h.Harness())
 }
