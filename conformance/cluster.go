@@ -92,7 +92,13 @@ func (s *suite) testIsolatedServer(t *testing.T) {
 	}
 	winner, lb, ret, errs := s.firstToAcquire(t, others, key, bound)
 	if winner < 0 {
-		t.Fatalf("%s: no client acquired %q within %v after its holder's server was isolated from its peers (last errors: %v)",
+		if err := h.held.Err(); err == nil && h.held.Lease().Remaining() > 0 {
+			// The holder's client moved to a server on the majority side and
+			// renews there: it holds the key legitimately.
+			t.Logf("the holder kept its lease through another server (Expires %v ahead); nobody else acquired", h.held.Lease().Remaining())
+			return
+		}
+		t.Fatalf("%s: no client acquired %q within %v after its holder's server was isolated from its peers and the holder lost it (last errors: %v)",
 			rExpiry, key, bound, errs)
 	}
 	s.checkAcquiredAfter(t, h, ret, fmt.Sprintf("%v after the holder's server was isolated", ret.Sub(isolated)))

@@ -5,22 +5,38 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/internal/testenv"
 	"github.com/distlock/distlock/zklock"
 )
 
 // harness returns a conformance harness whose clients each have their own session
 // with the servers that addrs returns, through fault proxies of their own. pause and
 // restart act on the servers.
-func harness(addrs func() []string, pause func(t *testing.T) func(), restart func(t *testing.T)) conformance.Harness {
-	return conformance.Harness{
+//
+// With ens set, the clients are spread over its nodes, one node each (round-robin),
+// so that IsolateServer leaves a holder on the isolated node, and the ensemble's
+// faults inside the cluster are tested too.
+func harness(addrs func() []string, ens *testenv.Ensemble, pause func(t *testing.T) func(), restart func(t *testing.T)) conformance.Harness {
+	var next atomic.Int64
+	h := conformance.Harness{
 		NewClient: func(t *testing.T) conformance.Client {
-			c := newClient(t, addrs(), sessionTimeout, nil, true)
+			servers := addrs()
+			if ens != nil {
+				servers = servers[int(next.Add(1))%len(servers):][:1]
+			}
+			c := newClient(t, servers, sessionTimeout, nil, true)
+			var isolate func() func()
+			if ens != nil {
+				isolate = func() func() { return c.isolate(t) }
+			}
 			return conformance.Client{
-				Locker: c.l,
+				IsolateServer: isolate,
+				Locker:        c.l,
 				// Closing the connection ends the session at once (closeSession):
 				// the server deletes the session's lock nodes.
 				Crash: func() { c.conn.Close() },
@@ -51,10 +67,16 @@ func harness(addrs func() []string, pause func(t *testing.T) func(), restart fun
 			RestartServer: restart,
 		},
 	}
+	if ens != nil {
+		h.Faults.ChangeLeader = func(t *testing.T) { ens.ChangeLeader(t) }
+		// The leader loses its data: a new election, and a node that rejoins empty.
+		h.Faults.LoseMinority = func(t *testing.T) { ens.LoseData(t, leaderIndex(t)) }
+	}
+	return h
 }
 
 func TestConformanceStandalone(t *testing.T) {
-	conformance.Run(t, harness(standaloneAddrs,
+	conformance.Run(t, harness(standaloneAddrs, nil,
 		func(t *testing.T) func() {
 			zkSrv.Pause(t)
 			return func() { zkSrv.Resume(t) }
@@ -64,7 +86,7 @@ func TestConformanceStandalone(t *testing.T) {
 }
 
 func TestConformanceEnsemble(t *testing.T) {
-	conformance.Run(t, harness(ensembleAddrs,
+	conformance.Run(t, harness(ensembleAddrs, zkEns,
 		func(t *testing.T) func() {
 			for _, s := range zkEns.Nodes {
 				s.Pause(t)
