@@ -1,6 +1,7 @@
 package redlock_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/internal/testenv"
 	"github.com/distlock/distlock/redlock"
 )
 
@@ -106,6 +108,21 @@ func TestConformance(t *testing.T) {
 				for _, s := range nodes {
 					s.Restart(t)
 				}
+			},
+			// Two of the five masters restart empty. redlock keeps them out of
+			// quorums for 1.1 MaxTTL; when the test ends their quarantine is lifted
+			// by hand, so that the package's later tests start with five masters.
+			LoseMinority: func(t *testing.T) {
+				lost := testenv.RestartMinorityEmpty(t, nodes)
+				t.Cleanup(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					for _, s := range lost {
+						if _, err := testenv.RedisCommand(ctx, s.Addr(), "DEL", redlock.DefaultPrefix+":quarantine"); err != nil {
+							t.Errorf("harness: lift the quarantine of %s: %v", s, err)
+						}
+					}
+				})
 			},
 		},
 	})
