@@ -27,7 +27,7 @@ func BenchmarkUncontended(b *testing.B) {
 	endpoints := []string{etcdSrv.Addr()}
 	b.Run("etcdlock", func(b *testing.B) {
 		var c rttCounter
-		l := etcdlock.New(newClient(b, endpoints, &c), nil)
+		l := newLocker(b, newClient(b, endpoints, &c), nil)
 		key := "bench-" + distlock.NewToken()
 		runUncontended(b, &c, func() {
 			lease, err := l.TryLock(ctx, key, benchTTL)
@@ -104,7 +104,7 @@ func BenchmarkContended16(b *testing.B) {
 		key := "bench-" + distlock.NewToken()
 		ls := make([]*etcdlock.Locker, waiters)
 		for i := range ls {
-			ls[i] = etcdlock.New(newClient(b, endpoints, &c), nil)
+			ls[i] = newLocker(b, newClient(b, endpoints, &c), nil)
 		}
 		runContended(b, &c, waiters, func(i int) {
 			lease, err := distlock.Lock(ctx, ls[i], key, benchTTL, nil)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/internal/testenv"
+	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -76,8 +78,8 @@ func TestWaitOnIsolatedMember(t *testing.T) {
 			if role == "follower" {
 				m = (li + 1) % len(etcdCluster.Members)
 			}
-			h := etcdlock.New(newClient(t, endpointsBut(m), nil), &etcdlock.Options{Owner: "holder"})
-			w := etcdlock.New(newClient(t, []string{etcdCluster.Members[m].Addr()}, nil), &etcdlock.Options{Owner: "waiter"})
+			h := newLocker(t, newClient(t, endpointsBut(m), nil), &etcdlock.Options{Owner: "holder"})
+			w := newLocker(t, newClient(t, []string{etcdCluster.Members[m].Addr()}, nil), &etcdlock.Options{Owner: "waiter"})
 			key := "wait-isolated-" + distlock.NewToken()
 			const ttl = 3 * time.Second
 			lh, err := h.TryLock(ctxFor(t, 5*time.Second), key, ttl)
@@ -115,8 +117,8 @@ func TestIsolatedHolder(t *testing.T) {
 				m = (li + 1) % len(etcdCluster.Members)
 			}
 			cCli := newClient(t, []string{etcdCluster.Members[m].Addr()}, nil)
-			c := etcdlock.New(cCli, &etcdlock.Options{Owner: "c"})
-			d := etcdlock.New(newClient(t, endpointsBut(m), nil), &etcdlock.Options{Owner: "d"})
+			c := newLocker(t, cCli, &etcdlock.Options{Owner: "c"})
+			d := newLocker(t, newClient(t, endpointsBut(m), nil), &etcdlock.Options{Owner: "d"})
 			key := "isolated-holder-" + distlock.NewToken()
 			const ttl = 3 * time.Second
 			lc, err := c.TryLock(ctxFor(t, 5*time.Second), key, ttl)
@@ -161,16 +163,13 @@ func TestIsolatedHolder(t *testing.T) {
 			t.Logf("Renew through the isolated %s: %v", role, rerr)
 			var ld distlock.Lease
 			var acquired time.Time
-			if !poll(t, 30*time.Second, func() bool {
-				ld, err = d.TryLock(ctxFor(t, 5*time.Second), key, ttl)
+			require.Eventually(t, func() bool {
+				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+				defer cancel()
+				ld, err = d.TryLock(ctx, key, ttl)
 				acquired = time.Now()
-				if err != nil && !errors.Is(err, distlock.ErrLocked) {
-					t.Logf("D's TryLock: %v", err) // the majority may be electing
-				}
-				return err == nil
-			}) {
-				t.Fatalf("D did not acquire within 30s of the isolation of the holder's %s", role)
-			}
+				return err == nil // other errors: the majority may be electing
+			}, 30*time.Second, 20*time.Millisecond, "D did not acquire within 30s of the isolation of the holder's %s", role)
 			last := held.Lease()
 			if acquired.Before(last.Expires) {
 				t.Fatalf("D acquired %v before the isolated holder's Expires", last.Expires.Sub(acquired))
@@ -184,16 +183,10 @@ func TestIsolatedHolder(t *testing.T) {
 			t.Logf("D acquired %v after the isolation, %v after the holder's Expires", acquired.Sub(isolated), acquired.Sub(last.Expires))
 
 			heal()
-			var renewErr error
-			if !poll(t, 30*time.Second, func() bool {
-				_, renewErr = c.Renew(ctxFor(t, 5*time.Second), lc, ttl)
-				if renewErr == nil {
-					t.Fatal("the isolated holder's Renew succeeded after D acquired")
-				}
-				return errors.Is(renewErr, distlock.ErrNotHeld)
-			}) {
-				t.Fatalf("the holder's Renew after the heal: %v; want ErrNotHeld", renewErr)
-			}
+			eventuallyNotHeld(t, 30*time.Second, func(ctx context.Context) error {
+				_, err := c.Renew(ctx, lc, ttl)
+				return err
+			})
 			if err := d.Unlock(ctxFor(t, 10*time.Second), ld); err != nil {
 				t.Fatal(err)
 			}
@@ -216,7 +209,9 @@ func exclusiveDuring(t *testing.T, c, d *etcdlock.Locker, fault func()) {
 	defer held.Release(context.Background())
 	stop := make(chan struct{})
 	tried := make(chan int)
-	var attempts atomic.Int64
+	var made, target atomic.Int64 // attempts made; the attempt after which settled closes
+	target.Store(math.MaxInt64)
+	settled := make(chan struct{})
 	go func() {
 		n := 0
 		defer func() { tried <- n }()
@@ -228,7 +223,9 @@ func exclusiveDuring(t *testing.T, c, d *etcdlock.Locker, fault func()) {
 			}
 			ld, err := d.TryLock(ctxFor(t, 5*time.Second), key, ttl)
 			n++
-			attempts.Add(1)
+			if made.Add(1) == target.Load() {
+				close(settled)
+			}
 			if err == nil {
 				if held.Context().Err() == nil {
 					t.Errorf("a second holder (fence %d) while the first one's Held.Context lives", ld.Fence)
@@ -239,9 +236,12 @@ func exclusiveDuring(t *testing.T, c, d *etcdlock.Locker, fault func()) {
 		}
 	}()
 	fault()
-	// And for a while after: the cluster may still be settling.
-	after := attempts.Load() + 10
-	poll(t, 10*time.Second, func() bool { return attempts.Load() >= after })
+	// And for 10 more attempts, or 10s, after: the cluster may still be settling.
+	target.Store(made.Load() + 10)
+	select {
+	case <-settled:
+	case <-time.After(10 * time.Second):
+	}
 	close(stop)
 	n := <-tried
 	if err := held.Context().Err(); err != nil {
@@ -267,8 +267,8 @@ func exclusiveDuring(t *testing.T, c, d *etcdlock.Locker, fault func()) {
 // key is held; the lease stays held and exclusive, and fences increase.
 func TestLeaderChangeUnderHolder(t *testing.T) {
 	wholeAfter(t)
-	c := etcdlock.New(newClient(t, etcdCluster.Endpoints(), nil), &etcdlock.Options{Owner: "c"})
-	d := etcdlock.New(newClient(t, etcdCluster.Endpoints(), nil), &etcdlock.Options{Owner: "d"})
+	c := newLocker(t, newClient(t, etcdCluster.Endpoints(), nil), &etcdlock.Options{Owner: "c"})
+	d := newLocker(t, newClient(t, etcdCluster.Endpoints(), nil), &etcdlock.Options{Owner: "d"})
 	exclusiveDuring(t, c, d, func() {
 		for range 3 {
 			start := time.Now()
@@ -291,8 +291,8 @@ func TestLoseDataUnderHolder(t *testing.T) {
 			if role == "follower" {
 				m = (li + 1) % len(etcdCluster.Members)
 			}
-			c := etcdlock.New(newClient(t, endpointsBut(m), nil), &etcdlock.Options{Owner: "c"})
-			d := etcdlock.New(newClient(t, []string{etcdCluster.Members[m].Addr()}, nil), &etcdlock.Options{Owner: "d"})
+			c := newLocker(t, newClient(t, endpointsBut(m), nil), &etcdlock.Options{Owner: "c"})
+			d := newLocker(t, newClient(t, []string{etcdCluster.Members[m].Addr()}, nil), &etcdlock.Options{Owner: "d"})
 			exclusiveDuring(t, c, d, func() {
 				start := time.Now()
 				etcdCluster.LoseData(t, m)
@@ -334,8 +334,8 @@ func TestUnlockWithMemberDown(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			wholeAfter(t)
-			l := etcdlock.New(cliLikeClient(t), nil)
-			other := etcdlock.New(newClient(t, etcdCluster.Endpoints(), nil), nil)
+			l := newLocker(t, cliLikeClient(t), nil)
+			other := newLocker(t, newClient(t, etcdCluster.Endpoints(), nil), nil)
 			var leases []distlock.Lease
 			for range 3 {
 				lease, err := l.TryLock(ctxFor(t, 10*time.Second), "unlock-down-"+distlock.NewToken(), 30*time.Second)

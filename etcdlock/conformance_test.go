@@ -41,13 +41,14 @@ func (h *harness) newClient(t *testing.T) conformance.Client {
 	cli := newClient(t, []string{p.Addr()}, nil) // closed before the proxy (cleanups run last-in first-out)
 	t.Cleanup(func() { p.Close() })
 	t.Cleanup(func() { cli.Close() })
+	l := newLocker(t, cli, &etcdlock.Options{Prefix: "conformance/", Owner: t.Name()}) // closed before the client
 	var isolate func() func()
 	if h.cluster != nil {
 		isolate = func() func() { return h.cluster.Isolate(t, i) }
 	}
 	return conformance.Client{
 		IsolateServer: isolate,
-		Locker:        etcdlock.New(cli, &etcdlock.Options{Prefix: "conformance/", Owner: t.Name()}),
+		Locker:        l,
 		// Close the client without revoking anything: the lease expires by its ttl
 		// on the server.
 		Crash: func() { cli.Close() },

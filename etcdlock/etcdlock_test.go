@@ -15,34 +15,12 @@ import (
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// poll calls f every 20ms until it returns true or d passes.
-func poll(t *testing.T, d time.Duration, f func() bool) bool {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !f() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		select {
-		case <-time.After(20 * time.Millisecond):
-		case <-t.Context().Done():
-			return false
-		}
-	}
-	return true
-}
-
 func TestKeyEncoding(t *testing.T) {
-	l := etcdlock.New(nil, &etcdlock.Options{Prefix: "app"})
+	l := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), &etcdlock.Options{Prefix: "app"})
 	if got := l.EtcdKey("a/b%c\x00d ключ"); got != "app/a%2Fb%25c%00d ключ" {
 		t.Fatalf("EtcdKey = %q", got)
 	}
@@ -58,22 +36,13 @@ func TestKeyEncoding(t *testing.T) {
 		}
 		seen[ek] = k
 	}
-	// A nil client is an invalid argument that every call reports.
-	_, err := l.TryLock(t.Context(), "k", time.Second)
-	if !errors.Is(err, distlock.ErrInvalid) || !strings.Contains(err.Error(), "nil") {
-		t.Fatalf("TryLock on a Locker with a nil client: %v", err)
-	}
-	l = etcdlock.New(newClient(t, []string{etcdSrv.Addr()}, nil), &etcdlock.Options{CleanupTimeout: -time.Second})
-	if err := l.Unlock(t.Context(), distlock.Lease{Key: "k", Token: distlock.NewToken(), Fence: 1}); !errors.Is(err, distlock.ErrInvalid) || !strings.Contains(err.Error(), "CleanupTimeout") {
-		t.Fatalf("Unlock on a Locker with a negative CleanupTimeout: %v", err)
-	}
 }
 
 // TestRoundTrips pins the number of requests each call sends to the server.
 func TestRoundTrips(t *testing.T) {
 	var c rttCounter
-	l := etcdlock.New(newClient(t, []string{etcdSrv.Addr()}, &c), nil)
-	other := etcdlock.New(newClient(t, []string{etcdSrv.Addr()}, nil), nil)
+	l := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, &c), nil)
+	other := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
 	key := "rtt-" + distlock.NewToken()
 	count := func(what string, want int64, f func() error) {
 		t.Helper()
@@ -90,7 +59,8 @@ func TestRoundTrips(t *testing.T) {
 		lease, err = l.TryLock(ctxFor(t, 5*time.Second), key, 3*time.Second)
 		return err
 	})
-	count("Renew with the same ttl", 2, func() (err error) {
+	// Range, LeaseKeepAlive, Range (the key is still on the refreshed lease).
+	count("Renew with the same ttl", 3, func() (err error) {
 		lease, err = l.Renew(ctxFor(t, 5*time.Second), lease, 3*time.Second)
 		return err
 	})
@@ -98,7 +68,7 @@ func TestRoundTrips(t *testing.T) {
 		lease, err = l.Renew(ctxFor(t, 5*time.Second), lease, 5*time.Second)
 		return err
 	})
-	count("Renew with a shorter ttl", 2, func() (err error) {
+	count("Renew with a shorter ttl", 3, func() (err error) {
 		lease, err = l.Renew(ctxFor(t, 5*time.Second), lease, 2*time.Second)
 		return err
 	})
@@ -164,7 +134,7 @@ func leaseOf(t *testing.T, cli *clientv3.Client, l *etcdlock.Locker, key string)
 // holds), while Expires counts the ttl asked for. Key, Token and Fence stay.
 func TestRenewOtherTTL(t *testing.T) {
 	cli := newClient(t, []string{etcdSrv.Addr()}, nil)
-	l := etcdlock.New(cli, nil)
+	l := newLocker(t, cli, nil)
 	key := "renew-ttl-" + distlock.NewToken()
 	la, err := l.TryLock(ctxFor(t, 5*time.Second), key, 1500*time.Millisecond)
 	if err != nil {
@@ -224,8 +194,8 @@ func TestPartitionedHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	a := etcdlock.New(newClient(t, []string{p.Addr()}, nil), &etcdlock.Options{Owner: "a"})
-	b := etcdlock.New(newClient(t, []string{etcdSrv.Addr()}, nil), &etcdlock.Options{Owner: "b"})
+	a := newLocker(t, newClient(t, []string{p.Addr()}, nil), &etcdlock.Options{Owner: "a"})
+	b := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), &etcdlock.Options{Owner: "b"})
 	key := "partition-" + distlock.NewToken()
 	const ttl = 2 * time.Second
 	la, err := a.TryLock(ctxFor(t, 5*time.Second), key, ttl)
@@ -247,16 +217,14 @@ func TestPartitionedHolder(t *testing.T) {
 	}
 	var lb distlock.Lease
 	var acquired time.Time
-	if !poll(t, ttl+3*time.Second, func() bool {
-		lb, err = b.TryLock(ctxFor(t, 2*time.Second), key, 10*time.Second)
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		lb, err = b.TryLock(ctx, key, 10*time.Second)
 		acquired = time.Now()
-		if err != nil && !errors.Is(err, distlock.ErrLocked) {
-			t.Fatalf("TryLock by b: %v", err)
-		}
-		return err == nil
-	}) {
-		t.Fatalf("b could not acquire %v after the partitioned holder's ttl", ttl+3*time.Second)
-	}
+		return !errors.Is(err, distlock.ErrLocked)
+	}, ttl+3*time.Second, 20*time.Millisecond, "b could not acquire after the partitioned holder's ttl")
+	require.NoError(t, err, "TryLock by b")
 	if acquired.Before(la.Expires) {
 		t.Fatalf("b acquired %v before the holder's Expires", la.Expires.Sub(acquired))
 	}
@@ -270,16 +238,11 @@ func TestPartitionedHolder(t *testing.T) {
 	}
 
 	p.Heal()
-	var renewErr error
-	if !poll(t, 10*time.Second, func() bool {
-		_, renewErr = a.Renew(ctxFor(t, 2*time.Second), la, ttl)
-		if renewErr == nil {
-			t.Fatal("the partitioned holder's Renew succeeded after another client acquired")
-		}
-		return errors.Is(renewErr, distlock.ErrNotHeld)
-	}) {
-		t.Fatalf("the holder's Renew after healing: %v; want ErrNotHeld", renewErr)
-	}
+	renewErr := eventuallyNotHeld(t, 10*time.Second, func(ctx context.Context) error {
+		_, err := a.Renew(ctx, la, ttl)
+		return err
+	})
+	require.ErrorIs(t, renewErr, distlock.ErrNotHeld, "the partitioned holder's Renew after healing")
 	select {
 	case <-lost:
 	case <-time.After(10 * time.Second):
@@ -298,7 +261,7 @@ func TestPartitionedHolder(t *testing.T) {
 // before its ttl.
 func TestHoldLostOnRevoke(t *testing.T) {
 	cli := newClient(t, []string{etcdSrv.Addr()}, nil)
-	l := etcdlock.New(cli, nil)
+	l := newLocker(t, cli, nil)
 	key := "hold-" + distlock.NewToken()
 	lease, err := l.TryLock(ctxFor(t, 5*time.Second), key, 30*time.Second)
 	if err != nil {
@@ -385,7 +348,7 @@ func TestLeaderKill(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	for i := range clients {
-		l := etcdlock.New(newClient(t, c.Endpoints(), nil), &etcdlock.Options{Owner: fmt.Sprint("client-", i)})
+		l := newLocker(t, newClient(t, c.Endpoints(), nil), &etcdlock.Options{Owner: fmt.Sprint("client-", i)})
 		for g := range goroutines {
 			wg.Go(func() {
 				for r := 0; runCtx.Err() == nil; r++ {
@@ -479,7 +442,7 @@ func TestLeaderKill(t *testing.T) {
 	t.Logf("%d acquisitions, %d of them started after the kill", len(history), after.Load())
 
 	// A new client of the surviving members locks and unlocks at once.
-	l := etcdlock.New(newClient(t, c.Endpoints(), nil), nil)
+	l := newLocker(t, newClient(t, c.Endpoints(), nil), nil)
 	lease, err := l.TryLock(ctxFor(t, 10*time.Second), "after-election-"+distlock.NewToken(), ttl)
 	if err != nil {
 		t.Fatalf("TryLock after the election: %v", err)
@@ -518,8 +481,8 @@ func acquire(ctx context.Context, l *etcdlock.Locker, key string, ttl time.Durat
 // so Wait reads the key), and on a release after it started (the watch). Neither
 // waits for the holder's ttl, which is long.
 func TestWaitAfterSighting(t *testing.T) {
-	a := etcdlock.New(newClient(t, []string{etcdSrv.Addr()}, nil), nil)
-	b := etcdlock.New(newClient(t, []string{etcdSrv.Addr()}, nil), nil)
+	a := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
+	b := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
 	key := "sighting-" + distlock.NewToken()
 	const ttl = time.Minute
 
@@ -575,8 +538,8 @@ func TestWaitAfterSighting(t *testing.T) {
 // outside, TryLock grants another.
 func TestSpareLease(t *testing.T) {
 	cli := newClient(t, []string{etcdSrv.Addr()}, nil)
-	a := etcdlock.New(newClient(t, []string{etcdSrv.Addr()}, nil), nil)
-	b := etcdlock.New(cli, nil)
+	a := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
+	b := newLocker(t, cli, nil)
 	const ttl = 30 * time.Second
 	leases := func() map[clientv3.LeaseID]bool {
 		resp, err := cli.Leases(ctxFor(t, 5*time.Second))
@@ -660,8 +623,8 @@ func TestSpareLease(t *testing.T) {
 // all wake when the key is deleted, and the watch ends once it has had no Wait for
 // its idle time.
 func TestWaitsShareWatch(t *testing.T) {
-	a := etcdlock.New(newClient(t, []string{etcdSrv.Addr()}, nil), nil)
-	b := etcdlock.New(newClient(t, []string{etcdSrv.Addr()}, nil), nil)
+	a := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
+	b := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
 	b.SetWatchIdle(100 * time.Millisecond)
 	key := "share-" + distlock.NewToken()
 	la, err := a.TryLock(ctxFor(t, 5*time.Second), key, time.Minute)
@@ -673,9 +636,8 @@ func TestWaitsShareWatch(t *testing.T) {
 	for range waits {
 		go func() { woke <- b.Wait(ctxFor(t, 10*time.Second), key) }()
 	}
-	if !poll(t, 5*time.Second, func() bool { _, refs := b.Watches(key); return refs == waits }) {
-		t.Fatal("the Waits did not all join one watch")
-	}
+	require.Eventually(t, func() bool { _, refs := b.Watches(key); return refs == waits }, 5*time.Second, 10*time.Millisecond,
+		"the Waits did not all join one watch")
 	if keys, _ := b.Watches(key); keys != 1 {
 		t.Fatalf("%d Waits on one key hold %d watches, want 1", waits, keys)
 	}
@@ -687,9 +649,8 @@ func TestWaitsShareWatch(t *testing.T) {
 			t.Fatalf("Wait: %v", err)
 		}
 	}
-	if !poll(t, 5*time.Second, func() bool { keys, _ := b.Watches(key); return keys == 0 }) {
-		t.Fatal("the idle watch did not end")
-	}
+	require.Eventually(t, func() bool { keys, _ := b.Watches(key); return keys == 0 }, 5*time.Second, 10*time.Millisecond,
+		"the idle watch did not end")
 }
 
 // TestWaitLoopRoundTrips: in a loop of TryLock and Wait on a held key, after the
@@ -697,8 +658,8 @@ func TestWaitsShareWatch(t *testing.T) {
 // none (the shared watch, and the TryLock as its check).
 func TestWaitLoopRoundTrips(t *testing.T) {
 	var c rttCounter
-	l := etcdlock.New(newClient(t, []string{etcdSrv.Addr()}, &c), nil)
-	other := etcdlock.New(newClient(t, []string{etcdSrv.Addr()}, nil), nil)
+	l := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, &c), nil)
+	other := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
 	key := "loop-" + distlock.NewToken()
 	const ttl = 30 * time.Second
 	lo, err := other.TryLock(ctxFor(t, 5*time.Second), key, ttl)
@@ -717,9 +678,8 @@ func TestWaitLoopRoundTrips(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	first := make(chan error, 1)
 	go func() { first <- l.Wait(ctx, key) }()
-	if !poll(t, 10*time.Second, func() bool { return l.WatchStarted(key) }) {
-		t.Fatal("the first Wait did not start its watch")
-	}
+	require.Eventually(t, func() bool { return l.WatchStarted(key) }, 10*time.Second, 10*time.Millisecond,
+		"the first Wait did not start its watch")
 	cancel()
 	if err := <-first; !errors.Is(err, distlock.ErrLocked) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Wait on a held key: %v", err)
@@ -755,4 +715,20 @@ func TestWaitLoopRoundTrips(t *testing.T) {
 	if err := l.Unlock(ctxFor(t, 5*time.Second), lease); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// eventuallyNotHeld calls f, each time with a context of 5s, until it returns nil or
+// an error wrapping ErrNotHeld, or d passes; it returns f's last error. A nil error
+// (the stale holder succeeded) fails the test.
+func eventuallyNotHeld(t *testing.T, d time.Duration, f func(ctx context.Context) error) error {
+	t.Helper()
+	var err error
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		err = f(ctx)
+		return err == nil || errors.Is(err, distlock.ErrNotHeld)
+	}, d, 20*time.Millisecond, "no ErrNotHeld within %v", d)
+	require.Error(t, err, "the stale holder's call succeeded")
+	return err
 }

@@ -22,9 +22,13 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer cli.Close() // after the Locker's last call
+	defer cli.Close() // after the Locker's Close
 
-	l := etcdlock.New(cli, &etcdlock.Options{Prefix: "myapp/locks/", Owner: "worker-1"})
+	l, err := etcdlock.New(cli, &etcdlock.Options{Prefix: "myapp/locks/", Owner: "worker-1"})
+	if err != nil {
+		log.Fatal(err) // an invalid option
+	}
+	defer l.Close()
 	err = distlock.Do(context.Background(), l, "nightly-report", &distlock.DoOptions{TTL: 30 * time.Second},
 		func(ctx context.Context) error {
 			// ... work under ctx ...
@@ -45,7 +49,11 @@ func ExampleLocker_TryLock() {
 		log.Fatal(err)
 	}
 	defer cli.Close()
-	l := etcdlock.New(cli, nil)
+	l, err := etcdlock.New(cli, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

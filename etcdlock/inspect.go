@@ -13,22 +13,32 @@ import (
 // plus the lease's remaining TTL as the server reports it (whole seconds, rounded
 // down). It returns an error wrapping ErrNotHeld when key is free.
 func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, error) {
-	if l.err != nil {
-		return distlock.Holder{}, l.err
+	start := time.Now()
+	cctx, end, err := l.begin(ctx)
+	if err != nil {
+		return distlock.Holder{}, opError("Inspect", key, err)
 	}
+	defer end()
+	h, err := l.inspect(cctx, key, start)
+	if err != nil {
+		return distlock.Holder{}, fail(cctx, "Inspect", key, err)
+	}
+	return h, nil
+}
+
+func (l *Locker) inspect(ctx context.Context, key string, start time.Time) (distlock.Holder, error) {
 	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
 		return distlock.Holder{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return distlock.Holder{}, fmt.Errorf("etcdlock: Inspect(%q): %w", key, err)
+		return distlock.Holder{}, err
 	}
-	start := time.Now()
 	get, err := l.get(ctx, l.EtcdKey(key))
 	if err != nil {
-		return distlock.Holder{}, fmt.Errorf("etcdlock: Inspect(%q): %w", key, err)
+		return distlock.Holder{}, err
 	}
 	if len(get.Kvs) == 0 {
-		return distlock.Holder{}, fmt.Errorf("etcdlock: key %q is not locked: %w", key, distlock.ErrNotHeld)
+		return distlock.Holder{}, notHeld(nil)
 	}
 	kv := get.Kvs[0]
 	_, owner := parseValue(kv.Value)
@@ -40,10 +50,10 @@ func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, erro
 			return err
 		})
 		if err != nil {
-			return distlock.Holder{}, fmt.Errorf("etcdlock: Inspect(%q): %w", key, err)
+			return distlock.Holder{}, err
 		}
 		if ttl.TTL < 0 {
-			return distlock.Holder{}, fmt.Errorf("etcdlock: key %q: its lease expired: %w", key, distlock.ErrNotHeld)
+			return distlock.Holder{}, fmt.Errorf("its lease expired: %w", distlock.ErrNotHeld)
 		}
 		h.Expires = start.Add(time.Duration(ttl.TTL) * time.Second)
 	}

@@ -44,14 +44,14 @@ func (r *replyLoser) dialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			err := invoker(ctx, method, req, reply, cc, opts...)
-			if err == nil && method == "/etcdserverpb.KV/Txn" && r.lose() {
+			if err == nil && method == methodTxn && r.lose() {
 				return errReplyLost
 			}
 			return err
 		}),
 		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 			s, err := streamer(ctx, desc, cc, method, opts...)
-			if err != nil || method != "/etcdserverpb.Lease/LeaseKeepAlive" {
+			if err != nil || method != methodKeepAlive {
 				return s, err
 			}
 			return &losingStream{ClientStream: s, r: r}, nil
@@ -94,8 +94,8 @@ func newClientWith(tb testing.TB, endpoints []string, dopts ...grpc.DialOption) 
 // the key before that Expires.
 func TestShorteningRenewLostReply(t *testing.T) {
 	var loser replyLoser
-	c := etcdlock.New(newClientWith(t, []string{etcdSrv.Addr()}, loser.dialOptions()...), &etcdlock.Options{Owner: "c"})
-	d := etcdlock.New(newClient(t, []string{etcdSrv.Addr()}, nil), &etcdlock.Options{Owner: "d"})
+	c := newLocker(t, newClientWith(t, []string{etcdSrv.Addr()}, loser.dialOptions()...), &etcdlock.Options{Owner: "c"})
+	d := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), &etcdlock.Options{Owner: "d"})
 	key := "shorten-" + distlock.NewToken()
 	const long, short = 10 * time.Second, 3 * time.Second
 	lc, err := c.TryLock(ctxFor(t, 5*time.Second), key, long)
@@ -141,7 +141,7 @@ func TestRepeatAfterLostReply(t *testing.T) {
 	var loser replyLoser
 	loser.once.Store(true)
 	cli := newClient(t, []string{etcdSrv.Addr()}, nil)
-	c := etcdlock.New(newClientWith(t, []string{etcdSrv.Addr()}, loser.dialOptions()...), &etcdlock.Options{Owner: "c"})
+	c := newLocker(t, newClientWith(t, []string{etcdSrv.Addr()}, loser.dialOptions()...), &etcdlock.Options{Owner: "c"})
 	key := "repeat-" + distlock.NewToken()
 
 	loser.armed.Store(true)

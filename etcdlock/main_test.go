@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/internal/testenv"
+	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -89,4 +91,21 @@ func newClient(tb testing.TB, endpoints []string, counter *rttCounter) *clientv3
 	var once sync.Once
 	tb.Cleanup(func() { once.Do(func() { cli.Close() }) })
 	return cli
+}
+
+// newLocker returns a Locker on cli, closed when the test ends (before cli, whose
+// cleanup was registered first).
+func newLocker(tb testing.TB, cli *clientv3.Client, opts *etcdlock.Options) *etcdlock.Locker {
+	tb.Helper()
+	l, err := etcdlock.New(cli, opts)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { require.NoError(tb, l.Close()) })
+	return l
+}
+
+// ctxFor returns a context that ends after d or with the test.
+func ctxFor(tb testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(tb.Context(), d)
+	tb.Cleanup(cancel)
+	return ctx
 }

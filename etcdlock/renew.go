@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -25,66 +23,104 @@ import (
 // gone, was taken by another acquisition, or its lease expired.
 //
 // It first reads the key, linearizably: a member cut off from the quorum cannot
-// answer, so a holder whose client reaches only such a member cannot renew.
+// answer, so a holder whose client reaches only such a member cannot renew. A
+// refresh cannot be made conditional on the key (etcd's transactions have no lease
+// operations), so Renew reads the key again after it: the key of an Unlock that
+// ran in between, whose revocation failed, leaves the lease refreshed but holding
+// nothing, and Renew says ErrNotHeld instead of success.
 func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
-	if l.err != nil {
-		return distlock.Lease{}, l.err
-	}
-	if err := distlock.ValidateLease(lease); err != nil {
-		return distlock.Lease{}, err
-	}
-	if err := l.checkTTL(ttl); err != nil {
-		return distlock.Lease{}, err
-	}
-	if err := checkToken(lease); err != nil {
-		return distlock.Lease{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return distlock.Lease{}, fmt.Errorf("etcdlock: Renew(%q): %w", lease.Key, err)
-	}
 	start := time.Now()
-	k := l.EtcdKey(lease.Key)
-	get, err := l.get(ctx, k)
+	cctx, end, err := l.begin(ctx)
 	if err != nil {
-		return distlock.Lease{}, fmt.Errorf("etcdlock: Renew(%q): %w", lease.Key, err)
+		return distlock.Lease{}, opError("Renew", lease.Key, err)
 	}
-	if len(get.Kvs) == 0 || !owns(get.Kvs[0], lease) {
-		return distlock.Lease{}, notHeld(lease.Key, get.Kvs)
+	defer end()
+	next, err := l.renew(cctx, lease, ttl, start)
+	if err != nil {
+		return distlock.Lease{}, fail(cctx, "Renew", lease.Key, err)
 	}
-	kv := get.Kvs[0]
-	secs := leaseSecs(ttl)
-	// The value records the seconds the key's lease was granted with (the server
-	// may have raised them, never lowered).
-	if held, _ := parseValue(kv.Value); secs <= held {
-		return l.refresh(ctx, lease, clientv3.LeaseID(kv.Lease), start, ttl)
-	}
-	return l.move(ctx, lease, kv, start, ttl)
+	return next, nil
 }
 
-// refresh renews lease by refreshing its etcd lease id (KeepAliveOnce), which
-// holds the key for its full TTL, at least ttl.
-func (l *Locker) refresh(ctx context.Context, lease distlock.Lease, id clientv3.LeaseID, start time.Time, ttl time.Duration) (distlock.Lease, error) {
+// maxRefreshes bounds the refreshes of one Renew that find the key moved to
+// another lease (by a concurrent Renew of the same Lease, which is a misuse).
+const maxRefreshes = 3
+
+func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Duration, start time.Time) (distlock.Lease, error) {
+	if err := checkLease(lease); err != nil {
+		return lease, err
+	}
+	if err := checkTTL(ttl); err != nil {
+		return lease, err
+	}
+	if err := ctx.Err(); err != nil {
+		return lease, err
+	}
+	k := l.EtcdKey(lease.Key)
+	kv, err := l.read(ctx, k, lease)
+	if err != nil {
+		return lease, err
+	}
+	secs := leaseSecs(ttl)
+	for range maxRefreshes {
+		// The value records the seconds the key's lease was granted with (the
+		// server may have raised them, never lowered).
+		if held, _ := parseValue(kv.Value); secs > held {
+			return l.move(ctx, lease, kv, start, ttl)
+		}
+		id := clientv3.LeaseID(kv.Lease)
+		granted, err := l.refresh(ctx, id)
+		if err != nil {
+			return lease, err
+		}
+		// Confirm that the refreshed lease held the key after the refresh: then
+		// the server holds the key for that lease's TTL from the refresh on.
+		if kv, err = l.read(ctx, k, lease); err != nil {
+			return lease, err
+		}
+		if clientv3.LeaseID(kv.Lease) == id {
+			lease.Expires = start.Add(min(ttl, granted))
+			return renewed(lease, start, ttl)
+		}
+	}
+	return lease, fmt.Errorf("the key moved to another etcd lease during each of %d refreshes (concurrent Renews of one Lease?)", maxRefreshes)
+}
+
+// read reads the lock key k of lease, linearizably, and returns it, or an error
+// wrapping ErrNotHeld when lease does not own it.
+func (l *Locker) read(ctx context.Context, k string, lease distlock.Lease) (*mvccpb.KeyValue, error) {
+	get, err := l.get(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	if len(get.Kvs) == 0 || !owns(get.Kvs[0], lease) {
+		return nil, notHeld(get.Kvs)
+	}
+	return get.Kvs[0], nil
+}
+
+// refresh refreshes the etcd lease id (KeepAliveOnce) and returns its TTL, which
+// runs from the refresh on.
+func (l *Locker) refresh(ctx context.Context, id clientv3.LeaseID) (time.Duration, error) {
 	var ka *clientv3.LeaseKeepAliveResponse
 	err := l.call(ctx, func(ctx context.Context) (err error) {
 		ka, err = l.client.KeepAliveOnce(ctx, id)
 		return err
 	})
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return distlock.Lease{}, fmt.Errorf("etcdlock: Renew(%q): the lease expired: %w", lease.Key, distlock.ErrNotHeld)
+		return 0, fmt.Errorf("the lease expired: %w", distlock.ErrNotHeld)
 	}
 	if err != nil {
-		return distlock.Lease{}, fmt.Errorf("etcdlock: Renew(%q): %w", lease.Key, err)
+		return 0, err
 	}
-	// The server refreshed the lease to its TTL after start.
-	lease.Expires = start.Add(min(ttl, time.Duration(ka.TTL)*time.Second))
-	return renewed(lease, start, ttl)
+	return time.Duration(ka.TTL) * time.Second, nil
 }
 
 // renewed returns lease, or an error (not ErrNotHeld: the server holds the key)
 // when its new Expires has passed already: the renewal took longer than ttl.
 func renewed(lease distlock.Lease, start time.Time, ttl time.Duration) (distlock.Lease, error) {
 	if !time.Now().Before(lease.Expires) {
-		return distlock.Lease{}, fmt.Errorf("etcdlock: Renew(%q): the renewal took %v, longer than the ttl %v", lease.Key, time.Since(start), ttl)
+		return lease, fmt.Errorf("the renewal took %v, longer than the ttl %v", time.Since(start), ttl)
 	}
 	return lease, nil
 }
@@ -100,9 +136,9 @@ func (l *Locker) move(ctx context.Context, lease distlock.Lease, kv *mvccpb.KeyV
 		return err
 	})
 	if err != nil {
-		return distlock.Lease{}, fmt.Errorf("etcdlock: Renew(%q): grant a lease of %ds: %w", lease.Key, secs, err)
+		return distlock.Lease{}, fmt.Errorf("grant a lease of %ds: %w", secs, err)
 	}
-	value := l.valueFrom(kv.Value, secs)
+	value := valueFrom(kv.Value, secs)
 	// Safe to repeat: an attempt after one that moved the key finds it on the new
 	// lease (below).
 	var resp *clientv3.TxnResponse
@@ -120,11 +156,11 @@ func (l *Locker) move(ctx context.Context, lease distlock.Lease, kv *mvccpb.KeyV
 		// Unknown outcome: the key may be on the new lease or still on the old one,
 		// each of which holds it past the old Expires. Revoking either could free
 		// a key the caller may still hold, so both are left to expire by their ttl.
-		return distlock.Lease{}, fmt.Errorf("etcdlock: Renew(%q): %w", lease.Key, err)
+		return distlock.Lease{}, err
 	}
 	if !resp.Succeeded && !movedTo(resp, kv.CreateRevision, value, grant.ID) {
 		l.revoke(ctx, grant.ID)
-		return distlock.Lease{}, fmt.Errorf("etcdlock: Renew(%q): the key changed or its lease expired: %w", lease.Key, distlock.ErrNotHeld)
+		return distlock.Lease{}, fmt.Errorf("the key changed or its lease expired: %w", distlock.ErrNotHeld)
 	}
 	l.revoke(ctx, old) // it holds no key now
 	lease.Expires = start.Add(ttl)
@@ -141,19 +177,4 @@ func movedTo(resp *clientv3.TxnResponse, createRev int64, value string, id clien
 	}
 	kv := r.Kvs[0]
 	return kv.CreateRevision == createRev && string(kv.Value) == value && clientv3.LeaseID(kv.Lease) == id
-}
-
-// valueFrom is the value v with its ttl seconds replaced by secs.
-func (l *Locker) valueFrom(v []byte, secs int64) string {
-	token, _, _ := strings.Cut(string(v), "\n")
-	_, owner := parseValue(v)
-	return token + "\n" + strconv.FormatInt(secs, 10) + "\n" + owner
-}
-
-// notHeld is the ErrNotHeld error for key, whose lock key now reads kvs.
-func notHeld(key string, kvs []*mvccpb.KeyValue) error {
-	if len(kvs) == 0 {
-		return fmt.Errorf("etcdlock: key %q is not locked: %w", key, distlock.ErrNotHeld)
-	}
-	return fmt.Errorf("etcdlock: key %q is held by another acquisition (fence %d): %w", key, kvs[0].CreateRevision, distlock.ErrNotHeld)
 }

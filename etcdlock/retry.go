@@ -12,10 +12,6 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// DefaultRequestTimeout bounds each attempt of a request to etcd (see
-// Options.RequestTimeout).
-const DefaultRequestTimeout = 2 * time.Second
-
 // Pauses between the attempts of a request: doubling from the first, up to the
 // last, with jitter.
 const (
@@ -42,9 +38,9 @@ const retryAttempts = 5
 // op safe to repeat, or finds out what an earlier attempt did.
 func (l *Locker) call(ctx context.Context, op func(ctx context.Context) error) error {
 	pause := retryFirst
-	giveUp := time.Now().Add(retryAttempts * l.reqTimeout)
+	giveUp := time.Now().Add(retryAttempts * l.o.RequestTimeout)
 	for {
-		actx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), l.reqTimeout)
+		actx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), l.o.RequestTimeout)
 		err := op(actx)
 		cancel()
 		if err == nil || ctx.Err() != nil || !retryable(err) || time.Now().After(giveUp) {

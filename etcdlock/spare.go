@@ -52,14 +52,16 @@ func (l *Locker) takeSpare(secs int64, ttl time.Duration, start time.Time) (spar
 }
 
 // putSpare keeps sp as the spare lease, revoking the one it replaces in the
-// background.
+// background; after Close it revokes sp instead. It must be called during a call.
 func (l *Locker) putSpare(sp spare) {
 	l.mu.Lock()
-	old := l.spare
-	l.spare = sp
+	drop := sp
+	if !l.shut {
+		drop, l.spare = l.spare, sp
+	}
 	l.mu.Unlock()
-	if old.id != 0 && old.id != sp.id {
-		l.revokeLater(old.id)
+	if drop.id != 0 {
+		l.revokeLater(drop.id)
 	}
 }
 

@@ -31,22 +31,26 @@ type keyWatch struct {
 }
 
 // watch returns the watch of key (the etcd key k), starting it if needed, and
-// counts one more Wait that uses it; the Wait must call unwatch.
+// counts one more Wait that uses it; the Wait must call unwatch. It returns nil
+// after Close.
 func (l *Locker) watch(key, k string) *keyWatch {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.shut {
+		return nil
+	}
 	kw := l.watches[key]
 	if kw == nil {
 		// The watch outlives the Wait that starts it: it gets a context of its own,
-		// ended by its idle timer, or when the client is closed.
-		ctx, cancel := context.WithCancel(l.client.Ctx())
+		// ended by its idle timer, when the client is closed, or by Close.
+		ctx, cancel := l.background()
 		kw = &keyWatch{cancel: cancel, ready: make(chan struct{}), changed: make(chan struct{}), done: make(chan struct{})}
 		l.watches[key] = kw
 		// From the store's current revision: etcd serves a watch from an earlier
 		// one ("unsynced") from a loop that runs every 100ms, which would delay
 		// wake-ups by up to that much.
 		wch := l.client.Watch(clientv3.WithRequireLeader(ctx), k, clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
-		go l.runWatch(key, kw, wch)
+		l.spawn(func() { l.runWatch(key, kw, wch) }) // l.mu held, !l.shut
 	}
 	if kw.idle != nil {
 		kw.idle.Stop() // if it fired, closeWatch finds a Wait and leaves kw alone
@@ -103,6 +107,9 @@ func (l *Locker) runWatch(key string, kw *keyWatch, wch clientv3.WatchChan) {
 		l.mu.Unlock()
 	}
 	kw.cancel()
+	if l.closing.Err() != nil {
+		err = distlock.ErrClosed
+	}
 	l.mu.Lock()
 	kw.err = err
 	if kw.created == 0 {
@@ -129,36 +136,50 @@ func (l *Locker) runWatch(key string, kw *keyWatch, wch clientv3.WatchChan) {
 // bounds the start of the watch and that read: when a member cannot serve them (it
 // is cut off from its peers, say), Wait returns an error instead of blocking until
 // ctx ends, and distlock.Lock backs off. A watch that the member ends because it
-// lost its leader ends the Wait with an error too.
+// lost its leader ends the Wait with an error too. Close ends a Wait in flight
+// with an error wrapping distlock.ErrClosed.
 func (l *Locker) Wait(ctx context.Context, key string) error {
-	if l.err != nil {
-		return l.err
+	cctx, end, err := l.begin(ctx)
+	if err != nil {
+		return opError("Wait", key, err)
 	}
+	defer end()
+	if err := l.wait(cctx, key); err != nil {
+		return fail(cctx, "Wait", key, err)
+	}
+	return nil
+}
+
+func (l *Locker) wait(ctx context.Context, key string) error {
 	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
 		return err
 	}
 	gaveUp := func() error {
-		return errors.Join(fmt.Errorf("etcdlock: wait for key %q: %w", key, distlock.ErrLocked), ctx.Err())
+		return errors.Join(fmt.Errorf("wait: %w", distlock.ErrLocked), ctx.Err())
 	}
 	if ctx.Err() != nil {
 		return gaveUp()
 	}
 	k := l.EtcdKey(key)
 	kw := l.watch(key, k)
+	if kw == nil {
+		return distlock.ErrClosed
+	}
 	defer l.unwatch(key, kw)
 	failed := func(err error) error {
 		if ctx.Err() != nil {
 			return gaveUp()
 		}
-		return fmt.Errorf("etcdlock: Wait(%q): %w", key, err)
+		return err
 	}
 	// Until Wait knows the holder's ttl, the request timeout bounds it.
-	check, cancel := context.WithTimeout(ctx, l.reqTimeout)
+	reqTimeout := l.o.RequestTimeout
+	check, cancel := context.WithTimeout(ctx, reqTimeout)
 	defer cancel()
 	select {
 	case <-kw.ready:
 	case <-check.Done():
-		return failed(fmt.Errorf("the watch did not start within %v", l.reqTimeout))
+		return failed(fmt.Errorf("the watch did not start within %v", reqTimeout))
 	}
 	l.mu.Lock()
 	created, lastDel, changed, werr := kw.created, kw.lastDel, kw.changed, kw.err
@@ -186,7 +207,7 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 		get, err := l.get(check, k)
 		if err != nil && check.Err() != nil {
 			// Not the caller's deadline: do not wrap it.
-			return failed(fmt.Errorf("read the key: no answer within %v (%v)", l.reqTimeout, err))
+			return failed(fmt.Errorf("read the key: no answer within %v (%v)", reqTimeout, err))
 		}
 		if err != nil {
 			return failed(fmt.Errorf("read the key: %w", err))

@@ -1,0 +1,125 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/distlock/distlock"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// TryLock makes one attempt to acquire key for ttl: it grants a lease of ttl rounded
+// up to whole seconds and, in one transaction, creates the key with it if the key
+// does not exist. It returns an error wrapping ErrLocked when another lease holds the
+// key; it then keeps its lease, which holds no key, for the Locker's next TryLock
+// with the same whole seconds, which uses it instead of granting one if it is at
+// most a tenth of ttl old (and at most a second). The Lease's Expires is then
+// counted from that grant: the time taken before the LeaseGrant request was sent,
+// plus the lease's TTL, if that comes before this call's start plus ttl. When the
+// attempt fails otherwise, TryLock revokes its lease.
+func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	start := time.Now()
+	cctx, end, err := l.begin(ctx)
+	if err != nil {
+		return distlock.Lease{}, opError("TryLock", key, err)
+	}
+	defer end()
+	lease, err := l.tryLock(cctx, key, ttl, start)
+	if err != nil {
+		return distlock.Lease{}, fail(cctx, "TryLock", key, err)
+	}
+	return lease, nil
+}
+
+func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, start time.Time) (distlock.Lease, error) {
+	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+		return distlock.Lease{}, err
+	}
+	if err := checkTTL(ttl); err != nil {
+		return distlock.Lease{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return distlock.Lease{}, err
+	}
+	secs := leaseSecs(ttl)
+	k := l.EtcdKey(key)
+	token := distlock.NewToken()
+	sp, reused := l.takeSpare(secs, ttl, start)
+	for {
+		if !reused {
+			var grant *clientv3.LeaseGrantResponse
+			err := l.call(ctx, func(ctx context.Context) (err error) {
+				grant, err = l.client.Grant(ctx, secs)
+				return err
+			})
+			if err != nil {
+				// If a grant reached the server, its lease has no key and expires alone.
+				return distlock.Lease{}, fmt.Errorf("grant a lease of %ds: %w", secs, err)
+			}
+			sp = spare{id: grant.ID, secs: secs, granted: time.Duration(grant.TTL) * time.Second, at: start}
+		}
+		// Safe to repeat: an attempt after one that created the key finds the key
+		// holding this token (below).
+		var resp *clientv3.TxnResponse
+		err := l.call(ctx, func(ctx context.Context) (err error) {
+			resp, err = l.client.Txn(ctx).
+				If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+				Then(clientv3.OpPut(k, l.value(token, secs), clientv3.WithLease(sp.id))).
+				Else(clientv3.OpGet(k)).
+				Commit()
+			return err
+		})
+		if err != nil && reused && errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			// The spare lease is gone (revoked from outside): grant one.
+			reused = false
+			continue
+		}
+		if err != nil {
+			// The key may have been created: revoking the lease removes it.
+			l.revoke(ctx, sp.id)
+			return distlock.Lease{}, err
+		}
+		fence := uint64(resp.Header.Revision) // the put's revision: the key's create revision
+		if !resp.Succeeded {
+			var kv *mvccpb.KeyValue
+			if r := resp.Responses[0].GetResponseRange(); r != nil && len(r.Kvs) > 0 {
+				kv = r.Kvs[0]
+			}
+			if kv == nil || !strings.HasPrefix(string(kv.Value), token+"\n") {
+				// The lease holds no key: keep it for the next attempt.
+				l.putSpare(sp)
+				holder := "by a key that is gone by now"
+				if kv != nil {
+					held, owner := parseValue(kv.Value)
+					holder = fmt.Sprintf("by owner %s, fence %d", distlock.QuoteKey(owner), kv.CreateRevision)
+					l.see(key, sighting{rev: resp.Header.Revision, lease: kv.Lease, secs: held, at: start})
+				}
+				return distlock.Lease{}, fmt.Errorf("held %s: %w", holder, distlock.ErrLocked)
+			}
+			// An earlier attempt, whose reply was lost, created the key.
+			fence = uint64(kv.CreateRevision)
+		}
+		// The server frees the key no sooner than the lease's grant plus its TTL
+		// (whole seconds, at least ttl): for a fresh grant that is after start +
+		// ttl; for a spare lease it may come sooner.
+		expires := minTime(start.Add(ttl), sp.at.Add(sp.granted))
+		if !time.Now().Before(expires) {
+			// Too late to be of use: free the key rather than hold it for nobody.
+			l.revoke(ctx, sp.id)
+			return distlock.Lease{}, fmt.Errorf("the key was created, but the attempt took %v, longer than the ttl %v; released it", time.Since(start), ttl)
+		}
+		return distlock.Lease{Key: key, Token: token, Fence: fence, Expires: expires}, nil
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
