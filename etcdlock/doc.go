@@ -1,6 +1,14 @@
 // Package etcdlock is a distlock backend on etcd v3 leases
 // (go.etcd.io/etcd/client/v3).
 //
+//	l, err := etcdlock.New(client, nil) // client is a *clientv3.Client; nil: default Options
+//	if err != nil { ... }               // an invalid option
+//	defer l.Close()                     // before client.Close
+//	lease, err := l.TryLock(ctx, "nightly-report", 30*time.Second)
+//
+// A *Locker implements distlock.Locker, distlock.Waiter, distlock.Inspector and
+// distlock.LossNotifier; use it with distlock.Lock, Hold and Do.
+//
 // Each acquisition grants its own etcd lease and creates the lock key with it in one
 // transaction that succeeds only if the key does not exist. The key lives exactly as
 // long as the lease: Unlock deletes it, and the server deletes it when the lease
@@ -43,7 +51,10 @@
 //
 // TryLock: two (LeaseGrant, Txn); one (Txn) when it uses the lease that the
 // Locker's previous TryLock, which found a key held, kept (see TryLock).
-// Renew: two (Range, LeaseKeepAlive); four when the ttl is longer than the lease's.
+// Renew: three (Range, LeaseKeepAlive, Range: etcd cannot make a lease refresh
+// conditional on a key, so Renew confirms afterwards that the key is still on the
+// refreshed lease); four (Range, LeaseGrant, Txn, LeaseRevoke) when the ttl is
+// longer than the lease's.
 // Unlock: two (Txn, LeaseRevoke). Wait: a watch, which the Waits of a Locker on one
 // key share and which stays for 2s after the last of them, and a Range unless a
 // TryLock of the same Locker saw the key held since the watch started. Inspect: two
@@ -51,7 +62,11 @@
 //
 // # Errors and cleanup
 //
-// A transport failure is returned as is (it never wraps ErrLocked). When a TryLock
+// Every error of a Locker's methods is an *distlock.OpError with Backend
+// "etcdlock", the method's name as Op, the key, and the cause, which wraps
+// distlock.ErrLocked, ErrNotHeld, ErrInvalid or ErrClosed, a context error, or
+// the transport's error (never ErrLocked). New's errors are OpErrors of Op "New".
+// When a TryLock
 // fails after its lease was granted (other than by finding the key held), or its
 // reply comes after the ttl, the lease is revoked with a fresh context bounded by
 // Options.CleanupTimeout (never the caller's, which may be the reason for the
@@ -60,6 +75,15 @@
 // caller's context lives, so it still returns promptly when that context ends. A
 // Renew whose outcome is unknown revokes nothing (see Time to live), and one whose
 // reply comes after its ttl returns an error, not an expired Lease.
+//
+// # Close
+//
+// Close stops the Locker's background work and waits for it: the watches that
+// Waits share and that Lost keeps, the calls in flight (cancelled: they return
+// ErrClosed, and the lease revocations that their failures start still run,
+// bounded by Options.CleanupTimeout), and the Locker's spare lease, which it
+// revokes. It closes every Lost channel. It never closes the clientv3.Client and
+// releases no held lease: those stay held until their ttl.
 //
 // # Faults inside the cluster
 //
@@ -82,8 +106,9 @@
 // DialKeepAliveTimeout (say 2s and 1s) so that it costs at most one timeout.
 //
 // A member cut off from its peers while its clients still reach it cannot extend
-// a lease: Renew (and Inspect, and Wait's check) read the key linearizably first,
-// which needs a quorum, so they fail and the Lease's Expires stays as it was.
+// a lease: Renew (before and after its refresh), Inspect and Wait's check read the
+// key linearizably, which needs a quorum, so they fail and the Lease's Expires
+// stays as it was.
 // etcd 3.6 does not give that guarantee for keepalives alone: its leader checks its
 // leadership before a renewal only when its raft ticks have stalled
 // (ensureLeadership), so an isolated leader still accepts LeaseKeepAlive until
@@ -97,4 +122,40 @@
 // timeouts. Leader changes and a minority of members that lose their data and
 // rejoin empty (member remove and add) keep every lease: leases live in the
 // replicated log, and the new leader extends them.
+//
+// # Safety assumptions
+//
+// A lock is only as safe as the cluster that keeps it. Each assumption names what
+// breaks when it does not hold, and what etcdlock does or how to check it:
+//
+//   - Quorum: a majority of the members is up and connected: without one no
+//     TryLock, Renew or Unlock succeeds, and holders lose their leases at Expires
+//     (nothing unsafe); every request requires a leader
+//     (clientv3.WithRequireLeader) and reads are linearizable, so a member cut off
+//     from the majority serves nothing stale. Watch the cluster's health
+//     (etcdctl endpoint status).
+//   - Durability: members fsync their log before they acknowledge (never run with
+//     --unsafe-no-fsync), and no more than a minority loses its data at once: a
+//     majority that loses acknowledged writes forgets locks (two holders) and
+//     moves the revision back (fences repeat); restore a snapshot only with
+//     etcdutl snapshot restore --bump-revision and --mark-compacted, by more than
+//     the writes the snapshot lacks.
+//   - The prefix: nothing else writes under Options.Prefix. A client that deletes
+//     or rewrites a lock key frees or steals it (a key revoked or deleted from
+//     outside is reported through Lost and Renew's ErrNotHeld); give each
+//     application its own prefix, and restrict it with etcd's RBAC.
+//   - Clocks: lease expiry runs on the leader's monotonic clock, Expires on the
+//     client's, and the two run at the same rate (drift of a few parts per
+//     million): a leader whose clock runs fast can free a key before the
+//     holder's Expires (etcdlock has no drift allowance, only the rounding of
+//     ttl up to whole seconds). Wall-clock steps do not matter. A holder that
+//     pauses (GC, a stopped VM) past its Expires must assume the lease lost; use
+//     the Fence.
+//   - Lease expiry: the server keeps a lease for at least its granted TTL after
+//     its grant or last refresh (a new leader extends every lease, never
+//     shortens one): a server that expired leases early would free keys before
+//     the holders' Expires; etcdlock counts Expires from the smaller of the ttl
+//     asked for and the TTL that the server reports. A ttl below the members'
+//     minimum lease TTL (3/2 of the election timeout) holds the key up to that
+//     minimum: safe, but others wait longer.
 package etcdlock

@@ -35,8 +35,12 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	defer client.Close()
-	locker := etcdlock.New(client, nil)
+	defer client.Close() // after the Locker's Close
+	locker, err := etcdlock.New(client, nil)
+	if err != nil {
+		fail(err)
+	}
+	defer locker.Close()
 	report(distlock.Do(ctx, locker, *key, doOptions(), job))
 }
 
