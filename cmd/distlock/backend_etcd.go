@@ -37,6 +37,11 @@ func openEtcd(ctx context.Context, u *backendURL, o openOptions) (*backend, erro
 	if p := u.path; p != "" && p != "/" {
 		opts.Prefix = p[1:]
 	}
-	l := etcdlock.New(client, opts)
-	return &backend{locker: l, close: func() { client.Close() }}, nil
+	l, err := etcdlock.New(client, opts)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	// The Locker first: closing the client first would fail its last calls.
+	return &backend{locker: l, close: func() { l.Close(); client.Close() }}, nil
 }
