@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -294,108 +293,4 @@ func (r *runner) unlock(l distlock.Locker, lease distlock.Lease) {
 	if err := l.Unlock(ctx, lease); err != nil {
 		r.logf("release %q: %s (the lease lapses at its ttl)", lease.Key, oneLine(err))
 	}
-}
-
-// hold runs CMD while it keeps lease alive, and returns the exit status.
-func (r *runner) hold(ctx context.Context, l distlock.Locker, lease distlock.Lease, path string, stdin io.Reader, stdout io.Writer, env []string, sigc <-chan os.Signal) int {
-	acquiredAt := time.Now()
-	hctx, stopHold := context.WithCancel(ctx)
-	defer stopHold()
-	h := distlock.Hold(hctx, l, lease, &distlock.HoldOptions{TTL: r.ttl, Observer: r.obs})
-	release := func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		defer cancel()
-		if err := h.Release(rctx); err != nil && !errors.Is(err, distlock.ErrNotHeld) {
-			r.logf("release %q: %s (the lease lapses at its ttl)", r.c.key, oneLine(err))
-		}
-	}
-
-	cmdEnv := withEnv(env,
-		"DISTLOCK_KEY="+r.c.key,
-		"DISTLOCK_FENCE="+strconv.FormatUint(lease.Fence, 10))
-	ch, err := startChild(path, r.c.argv, stdin, stdout, r.stderr, cmdEnv)
-	if err != nil {
-		release()
-		r.logf("%s", oneLine(err))
-		if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.ENOEXEC) {
-			return exitNoExec
-		}
-		if errors.Is(err, os.ErrNotExist) {
-			return exitNotFound
-		}
-		return exitNoExec
-	}
-	exited := make(chan struct{})
-	var waitErr error
-	go func() {
-		waitErr = ch.cmd.Wait()
-		close(exited)
-	}()
-
-	lostc := h.Context().Done()
-	var killTimer *time.Timer
-	var killc <-chan time.Time
-	lost := false
-wait:
-	for {
-		select {
-		case <-exited:
-			break wait
-		case sig := <-sigc:
-			ch.forward(sig.(syscall.Signal))
-		case <-lostc:
-			lostc = nil
-			lost = true
-			r.logf("lost the lease on %q (fence %d): %s; sending SIGTERM to CMD, SIGKILL in %v",
-				r.c.key, lease.Fence, oneLine(context.Cause(h.Context())), r.c.killAfter)
-			ch.signal(syscall.SIGTERM)
-			killTimer = time.NewTimer(r.c.killAfter)
-			killc = killTimer.C
-		case <-killc:
-			killc = nil
-			r.logf("CMD still running %v after SIGTERM; sending SIGKILL", r.c.killAfter)
-			ch.signal(syscall.SIGKILL)
-		}
-	}
-	if killTimer != nil {
-		killTimer.Stop()
-	}
-	status := exitStatus(ch.cmd.ProcessState, waitErr)
-	if lost {
-		release()
-		r.logf("CMD stopped (status %d) after the lease on %q was lost; exiting %d", status, r.c.key, exitLost)
-		return exitLost
-	}
-
-	if wait := time.Until(acquiredAt.Add(r.c.minHold)); wait > 0 {
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-h.Context().Done(): // lost during --min-hold: CMD's work was done
-		case sig := <-sigc:
-			t.Stop()
-			// Stop renewing and leave the lease to lapse at its ttl.
-			stopHold()
-			r.logf("got %v during --min-hold; leaving %q to expire at its ttl", sig, r.c.key)
-			return status
-		}
-		t.Stop()
-	}
-	release()
-	return status
-}
-
-// exitStatus is the status to pass through for CMD: its exit code, or 128+N when
-// signal N killed it.
-func exitStatus(ps *os.ProcessState, err error) int {
-	if ps == nil {
-		return exitFailed
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	if code := ps.ExitCode(); code >= 0 {
-		return code
-	}
-	return exitFailed
 }

@@ -14,17 +14,34 @@
 // backend was unreachable for longer than the ttl, say) distlock sends CMD SIGTERM,
 // then SIGKILL after --kill-after, and exits with status 124.
 //
+// The exit status says whether CMD ran inside the lease, decided from the clocks:
+// distlock passes on CMD's status only when it saw CMD exit before the lease ended
+// (its Expires passed, or the backend reported it lost). When distlock could not
+// watch meanwhile (it was stopped, by SIGSTOP or a debugger, or starved of CPU), it
+// knows only that CMD exited between the last moment it saw CMD running and the
+// moment it saw the exit; if the lease ended in between, it exits 124 as well,
+// because CMD may have run without the lease. That is the safe answer for a
+// caller: CMD's status would claim an exclusive run that may not have been one,
+// while 124 at worst makes the caller check CMD's work before running it again.
+// So 124 means "CMD may have run without the lease", not "CMD did not run": it may
+// have done all or part of its work, and a caller must not simply run it again
+// (let the resource check DISTLOCK_FENCE).
+//
 // With no --backend and no DISTLOCK_BACKEND, the lock lives in an SQLite file in the
 // user's cache directory (distlock/locks.db), which excludes every invocation on
 // this host: `distlock run job -- echo hi` works with no server.
 //
 // Exit status of run:
 //
-//	CMD's status  CMD ran under the lock and exited (128+N if signal N killed it)
+//	CMD's status  CMD ran under the lock and exited before the lease ended (128+N
+//	              if signal N killed it)
 //	75            KEY is held by another owner and --wait was not given, or its
 //	              timeout passed (EX_TEMPFAIL); CMD did not run
-//	124           the lease was lost while CMD ran; CMD was stopped
-//	125           distlock failed: the backend is unreachable or returned an error
+//	124           the lease ended before distlock saw CMD exit: CMD was stopped,
+//	              or exited while distlock was paused; CMD may have run without
+//	              the lease (see above)
+//	125           distlock failed: the backend is unreachable or returned an error,
+//	              or the lease ended before CMD could start; CMD did not run
 //	126           CMD could not be executed
 //	127           CMD was not found
 //	128+N         distlock got signal N while waiting for KEY; CMD did not run
@@ -51,7 +68,7 @@ const (
 	exitUsage    = 2
 	exitFree     = 3   // status: the key is free
 	exitHeld     = 75  // run: the key is held (EX_TEMPFAIL)
-	exitLost     = 124 // run: the lease was lost while CMD ran
+	exitLost     = 124 // run: the lease ended before distlock saw CMD exit
 	exitFailed   = 125 // distlock itself failed
 	exitNoExec   = 126 // CMD could not be executed
 	exitNotFound = 127 // CMD was not found
@@ -66,7 +83,11 @@ run acquires KEY, runs CMD while it renews the lease, and releases KEY when CMD
 exits. CMD's environment has DISTLOCK_KEY and DISTLOCK_FENCE (the lease's fencing
 token, greater than that of every earlier run under KEY). SIGINT, SIGTERM and SIGHUP
 are forwarded to CMD. If the lease is lost while CMD runs, distlock sends CMD SIGTERM,
-then SIGKILL after --kill-after, and exits 124.
+then SIGKILL after --kill-after, and exits 124. It exits with CMD's status only when
+it saw CMD exit before the lease ended: if distlock was paused (SIGSTOP, starved of
+CPU) while CMD exited and the lease ended, it cannot tell which came first, and
+exits 124. So 124 means CMD may have run without the lease, and may have done its
+work: check the work before running CMD again.
 
 run flags:
   --backend URL      where the lock lives (default $DISTLOCK_BACKEND, else an SQLite
@@ -102,8 +123,10 @@ backend URLs:
 exit status of run:
   CMD's status  CMD ran under the lock (128+N if signal N killed it)
   75            KEY is held (no --wait, or its timeout passed); CMD did not run
-  124           the lease was lost while CMD ran; CMD was stopped
-  125           distlock failed (backend unreachable or failing); CMD did not run
+  124           the lease ended before distlock saw CMD exit: CMD was stopped, or
+                it exited while distlock was paused; it may have run without the lease
+  125           distlock failed (backend unreachable or failing, or the lease ended
+                before CMD could start); CMD did not run
   126, 127      CMD could not be executed, was not found
   128+N         distlock got signal N while waiting for KEY
   2             bad usage (flags, backend URL, KEY)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,6 +22,14 @@ import (
 type child struct {
 	cmd      *exec.Cmd
 	ownGroup bool
+	exit     exitWatch
+
+	// done is closed once CMD has exited and been reaped; then seen is the time
+	// at which its exit was first seen (before reaping it), and err is what
+	// cmd.Wait returned.
+	done chan struct{}
+	seen time.Time
+	err  error
 }
 
 // startChild starts path with argv.
@@ -33,8 +42,29 @@ func startChild(path string, argv []string, stdin io.Reader, stdout, stderr io.W
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
+	c.exit = watchExit(cmd.Process.Pid)
+	c.done = make(chan struct{})
+	go c.reap()
 	return c, nil
 }
+
+// reap waits for CMD to exit, notes when it saw the exit, and reaps CMD.
+func (c *child) reap() {
+	seen, ok := c.exit.wait()
+	c.err = c.cmd.Wait()
+	if !ok {
+		seen = time.Now()
+	}
+	c.seen = seen
+	close(c.done)
+}
+
+// running reports whether CMD has not exited yet (true when it cannot tell).
+// It does not reap CMD.
+func (c *child) running() bool { return c.exit.running() }
+
+// close releases what watches CMD; call it after done is closed.
+func (c *child) close() { c.exit.close() }
 
 // inTerminalForeground reports whether stdin is a terminal whose foreground process
 // group is distlock's.
