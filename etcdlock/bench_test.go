@@ -16,6 +16,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/stretchr/testify/require"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
@@ -31,12 +32,8 @@ func BenchmarkUncontended(b *testing.B) {
 		key := "bench-" + distlock.NewToken()
 		runUncontended(b, &c, func() {
 			lease, err := l.TryLock(ctx, key, benchTTL)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := l.Unlock(ctx, lease); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
+			require.NoError(b, l.Unlock(ctx, lease))
 		})
 	})
 	// A session (lease) per acquisition: the same lifetime as an etcdlock lease.
@@ -46,19 +43,11 @@ func BenchmarkUncontended(b *testing.B) {
 		pfx := "bench-mutex-" + distlock.NewToken()
 		runUncontended(b, &c, func() {
 			s, err := concurrency.NewSession(cli, concurrency.WithTTL(int(benchTTL/time.Second)))
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			m := concurrency.NewMutex(s, pfx)
-			if err := m.TryLock(ctx); err != nil {
-				b.Fatal(err)
-			}
-			if err := m.Unlock(ctx); err != nil {
-				b.Fatal(err)
-			}
-			if err := s.Close(); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, m.TryLock(ctx))
+			require.NoError(b, m.Unlock(ctx))
+			require.NoError(b, s.Close())
 		})
 	})
 	// One long-lived session: the lease is shared by every acquisition, kept
@@ -67,18 +56,12 @@ func BenchmarkUncontended(b *testing.B) {
 		var c rttCounter
 		cli := newClient(b, endpoints, &c)
 		s, err := concurrency.NewSession(cli, concurrency.WithTTL(int(benchTTL/time.Second)))
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		defer s.Close()
 		m := concurrency.NewMutex(s, "bench-mutex-"+distlock.NewToken())
 		runUncontended(b, &c, func() {
-			if err := m.TryLock(ctx); err != nil {
-				b.Fatal(err)
-			}
-			if err := m.Unlock(ctx); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, m.TryLock(ctx))
+			require.NoError(b, m.Unlock(ctx))
 		})
 	})
 }
@@ -123,9 +106,7 @@ func BenchmarkContended16(b *testing.B) {
 		ms := make([]*concurrency.Mutex, waiters)
 		for i := range ms {
 			s, err := concurrency.NewSession(newClient(b, endpoints, &c), concurrency.WithTTL(int(benchTTL/time.Second)))
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			b.Cleanup(func() { s.Close() })
 			ms[i] = concurrency.NewMutex(s, pfx)
 		}

@@ -25,9 +25,7 @@ import (
 func leaderIndex(t *testing.T) int {
 	t.Helper()
 	leader, err := etcdCluster.WaitLeader(ctxFor(t, time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for i, m := range etcdCluster.Members {
 		if m == leader {
 			return i
@@ -83,9 +81,7 @@ func TestWaitOnIsolatedMember(t *testing.T) {
 			key := "wait-isolated-" + distlock.NewToken()
 			const ttl = 3 * time.Second
 			lh, err := h.TryLock(ctxFor(t, 5*time.Second), key, ttl)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			heal := etcdCluster.Isolate(t, m)
 			start := time.Now()
 			err = w.Wait(ctxFor(t, 30*time.Second), key)
@@ -122,9 +118,7 @@ func TestIsolatedHolder(t *testing.T) {
 			key := "isolated-holder-" + distlock.NewToken()
 			const ttl = 3 * time.Second
 			lc, err := c.TryLock(ctxFor(t, 5*time.Second), key, ttl)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			held := distlock.Hold(t.Context(), c, lc, &distlock.HoldOptions{TTL: ttl})
 			defer held.Release(context.Background())
 
@@ -187,9 +181,7 @@ func TestIsolatedHolder(t *testing.T) {
 				_, err := c.Renew(ctx, lc, ttl)
 				return err
 			})
-			if err := d.Unlock(ctxFor(t, 10*time.Second), ld); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, d.Unlock(ctxFor(t, 10*time.Second), ld))
 		})
 	}
 }
@@ -202,9 +194,7 @@ func exclusiveDuring(t *testing.T, c, d *etcdlock.Locker, fault func()) {
 	key := "exclusive-" + distlock.NewToken()
 	const ttl = 3 * time.Second
 	lc, err := c.TryLock(ctxFor(t, 10*time.Second), key, ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	held := distlock.Hold(t.Context(), c, lc, &distlock.HoldOptions{TTL: ttl})
 	defer held.Release(context.Background())
 	stop := make(chan struct{})
@@ -257,9 +247,7 @@ func exclusiveDuring(t *testing.T, c, d *etcdlock.Locker, fault func()) {
 	if ld.Fence <= lc.Fence {
 		t.Fatalf("fence %d after the fault is not above %d", ld.Fence, lc.Fence)
 	}
-	if err := d.Unlock(ctxFor(t, 10*time.Second), ld); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.Unlock(ctxFor(t, 10*time.Second), ld))
 	t.Logf("%d attempts of a second client during the fault, none acquired", n)
 }
 
@@ -307,9 +295,7 @@ func TestLoseDataUnderHolder(t *testing.T) {
 func cliLikeClient(t *testing.T) *clientv3.Client {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: etcdCluster.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { cli.Close() })
 	return cli
 }
@@ -339,9 +325,7 @@ func TestUnlockWithMemberDown(t *testing.T) {
 			var leases []distlock.Lease
 			for range 3 {
 				lease, err := l.TryLock(ctxFor(t, 10*time.Second), "unlock-down-"+distlock.NewToken(), 30*time.Second)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				leases = append(leases, lease)
 			}
 			m := leaderIndex(t)

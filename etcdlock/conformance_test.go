@@ -10,6 +10,7 @@ import (
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/internal/testenv"
+	"github.com/stretchr/testify/require"
 )
 
 // harness makes conformance clients of the cluster whose members are members: each
@@ -35,9 +36,7 @@ func (h *harness) newClient(t *testing.T) conformance.Client {
 	h.next++
 	h.mu.Unlock()
 	p, err := faultproxy.New(member.Addr(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cli := newClient(t, []string{p.Addr()}, nil) // closed before the proxy (cleanups run last-in first-out)
 	t.Cleanup(func() { p.Close() })
 	t.Cleanup(func() { cli.Close() })

@@ -97,9 +97,7 @@ func TestRoundTrips(t *testing.T) {
 	}()
 	// Any Locker with the lease may unlock it; other does, so that c counts Wait's
 	// requests only.
-	if err := other.Unlock(ctxFor(t, 5*time.Second), lease); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, other.Unlock(ctxFor(t, 5*time.Second), lease))
 	if err := <-woke; err != nil {
 		t.Fatalf("Wait: %v", err)
 	}
@@ -107,9 +105,7 @@ func TestRoundTrips(t *testing.T) {
 		t.Errorf("Wait took %d round trips, want at most 2 (Watch, Range)", got)
 	}
 	lease, err := l.TryLock(ctxFor(t, 5*time.Second), key, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	count("Unlock", 2, func() error { return l.Unlock(ctxFor(t, 5*time.Second), lease) })
 }
 
@@ -122,9 +118,7 @@ func leaseOf(t *testing.T, cli *clientv3.Client, l *etcdlock.Locker, key string)
 	}
 	id := clientv3.LeaseID(get.Kvs[0].Lease)
 	ttl, err := cli.TimeToLive(ctxFor(t, 5*time.Second), id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return id, ttl.GrantedTTL
 }
 
@@ -137,9 +131,7 @@ func TestRenewOtherTTL(t *testing.T) {
 	l := newLocker(t, cli, nil)
 	key := "renew-ttl-" + distlock.NewToken()
 	la, err := l.TryLock(ctxFor(t, 5*time.Second), key, 1500*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	first, granted := leaseOf(t, cli, l, key)
 	if granted != 2 {
 		t.Fatalf("a ttl of 1.5s got a lease of %ds, want 2s", granted)
@@ -177,9 +169,7 @@ func TestRenewOtherTTL(t *testing.T) {
 		}
 		first, la = id, next
 	}
-	if err := l.Unlock(ctxFor(t, 5*time.Second), la); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Unlock(ctxFor(t, 5*time.Second), la))
 	if ttl, err := cli.TimeToLive(ctxFor(t, 5*time.Second), first); err != nil || ttl.TTL != -1 {
 		t.Fatalf("the lease after Unlock: TTL %v, %v; want it revoked", ttl, err)
 	}
@@ -190,18 +180,14 @@ func TestRenewOtherTTL(t *testing.T) {
 // partition heals the holder's Renew gives ErrNotHeld and its Lost channel closes.
 func TestPartitionedHolder(t *testing.T) {
 	p, err := faultproxy.New(etcdSrv.Addr(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { p.Close() })
 	a := newLocker(t, newClient(t, []string{p.Addr()}, nil), &etcdlock.Options{Owner: "a"})
 	b := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), &etcdlock.Options{Owner: "b"})
 	key := "partition-" + distlock.NewToken()
 	const ttl = 2 * time.Second
 	la, err := a.TryLock(ctxFor(t, 5*time.Second), key, ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	lost := a.Lost(la)
 	if lost == nil {
 		t.Fatal("Lost returned nil for a held lease")
@@ -251,9 +237,7 @@ func TestPartitionedHolder(t *testing.T) {
 	if err := a.Unlock(ctxFor(t, 5*time.Second), la); !errors.Is(err, distlock.ErrNotHeld) {
 		t.Fatalf("the stale holder's Unlock: %v; want ErrNotHeld", err)
 	}
-	if err := b.Unlock(ctxFor(t, 5*time.Second), lb); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, b.Unlock(ctxFor(t, 5*time.Second), lb))
 }
 
 // TestHoldLostOnRevoke: a Held lease whose etcd lease is revoked behind its back (an
@@ -264,9 +248,7 @@ func TestHoldLostOnRevoke(t *testing.T) {
 	l := newLocker(t, cli, nil)
 	key := "hold-" + distlock.NewToken()
 	lease, err := l.TryLock(ctxFor(t, 5*time.Second), key, 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	held := distlock.Hold(t.Context(), l, lease, &distlock.HoldOptions{TTL: 30 * time.Second})
 	defer held.Release(context.Background())
 	id, _ := leaseOf(t, cli, l, key)
@@ -286,16 +268,12 @@ func TestHoldLostOnRevoke(t *testing.T) {
 
 	// Lost of a released lease closes, and of one never issued is nil.
 	lease, err = l.TryLock(ctxFor(t, 5*time.Second), key, 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	lost := l.Lost(lease)
 	if l.Lost(lease) != lost {
 		t.Fatal("two Lost calls for one lease returned different channels")
 	}
-	if err := l.Unlock(ctxFor(t, 5*time.Second), lease); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Unlock(ctxFor(t, 5*time.Second), lease))
 	select {
 	case <-lost:
 	case <-time.After(5 * time.Second):
@@ -312,9 +290,7 @@ func TestLeaderKill(t *testing.T) {
 	c := etcdCluster
 	ctx := ctxFor(t, 3*time.Minute)
 	leader, err := c.WaitLeader(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	killed := false
 	t.Cleanup(func() {
 		if killed {
@@ -487,15 +463,11 @@ func TestWaitAfterSighting(t *testing.T) {
 	const ttl = time.Minute
 
 	la, err := a.TryLock(ctxFor(t, 5*time.Second), key, ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := b.TryLock(ctxFor(t, 5*time.Second), key, ttl); !errors.Is(err, distlock.ErrLocked) {
 		t.Fatalf("TryLock of a held key: %v", err)
 	}
-	if err := a.Unlock(ctxFor(t, 5*time.Second), la); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.Unlock(ctxFor(t, 5*time.Second), la))
 	start := time.Now()
 	if err := b.Wait(ctxFor(t, 10*time.Second), key); err != nil {
 		t.Fatalf("Wait after a release that followed the sighting: %v", err)
@@ -505,9 +477,7 @@ func TestWaitAfterSighting(t *testing.T) {
 	}
 
 	la, err = a.TryLock(ctxFor(t, 5*time.Second), key, ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := b.TryLock(ctxFor(t, 5*time.Second), key, ttl); !errors.Is(err, distlock.ErrLocked) {
 		t.Fatalf("TryLock of a held key: %v", err)
 	}
@@ -521,9 +491,7 @@ func TestWaitAfterSighting(t *testing.T) {
 	case <-hold.C:
 	}
 	unlocked := time.Now()
-	if err := a.Unlock(ctxFor(t, 5*time.Second), la); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.Unlock(ctxFor(t, 5*time.Second), la))
 	if err := <-woke; err != nil {
 		t.Fatalf("Wait: %v", err)
 	}
@@ -541,28 +509,17 @@ func TestSpareLease(t *testing.T) {
 	a := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
 	b := newLocker(t, cli, nil)
 	const ttl = 30 * time.Second
-	leases := func() map[clientv3.LeaseID]bool {
-		resp, err := cli.Leases(ctxFor(t, 5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := make(map[clientv3.LeaseID]bool)
-		for _, l := range resp.Leases {
-			m[l.ID] = true
-		}
-		return m
-	}
 	// spareOf makes b fail a TryLock of a held key and returns the lease it kept
 	// and a time after its grant was sent.
 	spareOf := func(key string) (clientv3.LeaseID, time.Time) {
 		t.Helper()
-		before := leases()
+		before := leaseIDs(t, cli)
 		if _, err := b.TryLock(ctxFor(t, 5*time.Second), key, ttl); !errors.Is(err, distlock.ErrLocked) {
 			t.Fatalf("TryLock of a held key: %v", err)
 		}
 		returned := time.Now() // after the grant's request was sent
 		var kept []clientv3.LeaseID
-		for id := range leases() {
+		for id := range leaseIDs(t, cli) {
 			if !before[id] {
 				kept = append(kept, id)
 			}
@@ -575,26 +532,18 @@ func TestSpareLease(t *testing.T) {
 
 	key := "spare-" + distlock.NewToken()
 	la, err := a.TryLock(ctxFor(t, 5*time.Second), key, ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	kept, grantedBy := spareOf(key)
-	if err := a.Unlock(ctxFor(t, 5*time.Second), la); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.Unlock(ctxFor(t, 5*time.Second), la))
 	lb, err := b.TryLock(ctxFor(t, 5*time.Second), key, ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if id, _ := leaseOf(t, cli, b, key); id != kept {
 		t.Fatalf("the key is on lease %x, want the kept lease %x", id, kept)
 	}
 	if lb.Expires.After(grantedBy.Add(ttl)) {
 		t.Fatalf("Expires is %v after the kept lease's grant + ttl", lb.Expires.Sub(grantedBy.Add(ttl)))
 	}
-	if err := b.Unlock(ctxFor(t, 5*time.Second), lb); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, b.Unlock(ctxFor(t, 5*time.Second), lb))
 
 	key = "spare-revoked-" + distlock.NewToken()
 	if la, err = a.TryLock(ctxFor(t, 5*time.Second), key, ttl); err != nil {
@@ -604,9 +553,7 @@ func TestSpareLease(t *testing.T) {
 	if _, err := cli.Revoke(ctxFor(t, 5*time.Second), kept); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Unlock(ctxFor(t, 5*time.Second), la); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.Unlock(ctxFor(t, 5*time.Second), la))
 	lb, err = b.TryLock(ctxFor(t, 5*time.Second), key, ttl)
 	if err != nil {
 		t.Fatalf("TryLock after its kept lease was revoked: %v", err)
@@ -614,9 +561,7 @@ func TestSpareLease(t *testing.T) {
 	if id, _ := leaseOf(t, cli, b, key); id == kept {
 		t.Fatalf("the key is on the revoked lease %x", id)
 	}
-	if err := b.Unlock(ctxFor(t, 5*time.Second), lb); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, b.Unlock(ctxFor(t, 5*time.Second), lb))
 }
 
 // TestWaitsShareWatch: concurrent Waits of one Locker on one key share one watch,
@@ -628,9 +573,7 @@ func TestWaitsShareWatch(t *testing.T) {
 	b.SetWatchIdle(100 * time.Millisecond)
 	key := "share-" + distlock.NewToken()
 	la, err := a.TryLock(ctxFor(t, 5*time.Second), key, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	const waits = 5
 	woke := make(chan error, waits)
 	for range waits {
@@ -641,9 +584,7 @@ func TestWaitsShareWatch(t *testing.T) {
 	if keys, _ := b.Watches(key); keys != 1 {
 		t.Fatalf("%d Waits on one key hold %d watches, want 1", waits, keys)
 	}
-	if err := a.Unlock(ctxFor(t, 5*time.Second), la); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.Unlock(ctxFor(t, 5*time.Second), la))
 	for range waits {
 		if err := <-woke; err != nil {
 			t.Fatalf("Wait: %v", err)
@@ -663,9 +604,7 @@ func TestWaitLoopRoundTrips(t *testing.T) {
 	key := "loop-" + distlock.NewToken()
 	const ttl = 30 * time.Second
 	lo, err := other.TryLock(ctxFor(t, 5*time.Second), key, ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tryLocked := func() {
 		t.Helper()
 		if _, err := l.TryLock(ctxFor(t, 5*time.Second), key, ttl); !errors.Is(err, distlock.ErrLocked) {
@@ -699,9 +638,7 @@ func TestWaitLoopRoundTrips(t *testing.T) {
 		t.Fatalf("Wait returned %v while the key was held", err)
 	case <-hold.C:
 	}
-	if err := other.Unlock(ctxFor(t, 5*time.Second), lo); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, other.Unlock(ctxFor(t, 5*time.Second), lo))
 	if err := <-woke; err != nil {
 		t.Fatalf("Wait: %v", err)
 	}
@@ -712,9 +649,7 @@ func TestWaitLoopRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryLock after the release: %v", err)
 	}
-	if err := l.Unlock(ctxFor(t, 5*time.Second), lease); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Unlock(ctxFor(t, 5*time.Second), lease))
 }
 
 // eventuallyNotHeld calls f, each time with a context of 5s, until it returns nil or

@@ -9,6 +9,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -99,9 +100,7 @@ func TestShorteningRenewLostReply(t *testing.T) {
 	key := "shorten-" + distlock.NewToken()
 	const long, short = 10 * time.Second, 3 * time.Second
 	lc, err := c.TryLock(ctxFor(t, 5*time.Second), key, long)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	loser.armed.Store(true)
 	renewed, err := c.Renew(ctxFor(t, 5*time.Second), lc, short)
 	loser.armed.Store(false)
