@@ -13,6 +13,11 @@
 // more than this: until Lease.Expires, nobody else holds the key. Past Expires the
 // holder must assume someone else may.
 //
+// Expires is read on Go's monotonic clock, which on Linux does not advance while
+// the machine is suspended (a laptop lid, a VM suspended by its host): after such a
+// suspend a holder would think its lease younger than it is. Fences are the defence
+// against that too; do not run lock holders on machines that suspend.
+//
 // Most code does not call the Locker directly:
 //
 //   - Lock blocks until it acquires a key (through the backend's Waiter when it

@@ -117,17 +117,25 @@ func (h *Held) Err() error {
 
 // Release stops renewal, waits until no renewal is in flight, then unlocks the lease
 // with ctx and cancels Context(). It returns the loss error (wrapping ErrNotHeld) when
-// the lease had been lost, and otherwise Unlock's error. Calling it again returns the
+// the lease had been lost (it still tries the Unlock, so that a lease that is only
+// suspected lost does not block the key until its ttl), and otherwise Unlock's error. Calling it again returns the
 // first result.
 func (h *Held) Release(ctx context.Context) error {
 	h.release.Do(func() {
 		h.stop(errReleased)
 		<-h.done
-		if err := h.Err(); err != nil {
+		lease := h.Lease()
+		if err := h.Err(); err != nil && h.o.TTL == 0 {
+			h.releaseErr = err // Hold refused the lease or its options: not ours to touch
+			return
+		} else if err != nil {
+			// The lease may still be on the server (its renewals failed, or the
+			// backend only suspects a loss): give it back if it is; Unlock's owner
+			// check makes this harmless when someone else holds the key now.
+			_ = h.l.Unlock(ctx, lease)
 			h.releaseErr = err
 			return
 		}
-		lease := h.Lease()
 		start := time.Now()
 		err := h.l.Unlock(ctx, lease)
 		h.o.Observer.emit(Event{Op: OpRelease, Key: lease.Key, Fence: lease.Fence, Took: time.Since(start), Err: err})
@@ -167,6 +175,11 @@ func (h *Held) run() {
 			h.lose(fmt.Errorf("%w: key %q: lease expired before a renewal succeeded", ErrNotHeld, lease.Key))
 			return
 		case <-tick.C:
+		}
+		if lease.Remaining() <= 0 {
+			// Woken late (a pause) with both timers due: never renew past Expires.
+			h.lose(fmt.Errorf("%w: key %q: lease expired before a renewal succeeded", ErrNotHeld, lease.Key))
+			return
 		}
 		start := time.Now()
 		rctx, cancel := context.WithDeadline(h.ctx, lease.Expires)

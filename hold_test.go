@@ -114,7 +114,9 @@ func TestHoldRetriesTransientErrorsUntilExpires(t *testing.T) {
 			require.ErrorIs(t, context.Cause(h.Context()), distlock.ErrNotHeld)
 			require.GreaterOrEqual(t, len(s.Renews()), okFirst+3, "transient errors must be retried")
 			require.ErrorIs(t, h.Release(t.Context()), distlock.ErrNotHeld)
-			require.Zero(t, s.Unlocks(), "Release unlocked a lost lease")
+			// Release still gives the lease back, in case the server holds it: an
+			// owner-checked Unlock that finds it gone changes nothing.
+			require.Equal(t, 1, s.Unlocks(), "Release of a lease lost to failed renewals must try the Unlock")
 		})
 	}
 }
