@@ -134,7 +134,15 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 		// Cannot happen: fences start at 1 and only grow.
 		return distlock.Lease{}, fmt.Errorf("sqllock: TryLock %s: the database returned fence %d", quoteKey(key), fence)
 	}
-	return distlock.Lease{Key: key, Token: token, Fence: uint64(fence), Expires: start.Add(ttl)}, nil
+	expires := start.Add(ttl)
+	if now := time.Now(); !expires.After(now) {
+		// The lease ended before its reply came: give its row back, as after an
+		// abandoned attempt (the statement has committed: no session to end).
+		l.cleanups.Go(func() { l.cleanup(ctx, kh, kb, tb, session{}) })
+		return distlock.Lease{}, fmt.Errorf("sqllock: TryLock %s: the reply came %v after the request, later than ttl %v: the lease had already expired; its row is being released",
+			quoteKey(key), now.Sub(start), ttl)
+	}
+	return distlock.Lease{Key: key, Token: token, Fence: uint64(fence), Expires: expires}, nil
 }
 
 // Renew moves the lease's expiry to ttl from now (by the database's clock) if the
@@ -171,7 +179,14 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	if !held {
 		return distlock.Lease{}, fmt.Errorf("sqllock: Renew %s: %w", quoteKey(lease.Key), distlock.ErrNotHeld)
 	}
-	lease.Expires = start.Add(ttl)
+	expires := start.Add(ttl)
+	if now := time.Now(); !expires.After(now) {
+		// The database kept the row at least until the old Expires (a renewal
+		// never shortens), so the old Lease still bounds the hold.
+		return distlock.Lease{}, fmt.Errorf("sqllock: Renew %s: the reply came %v after the request, later than ttl %v: the renewed lease had already expired (the old Lease's Expires still stands)",
+			quoteKey(lease.Key), now.Sub(start), ttl)
+	}
+	lease.Expires = expires
 	return lease, nil
 }
 
