@@ -38,7 +38,7 @@ func ValidateLease(lease Lease) error {
 	case lease.Key == "":
 		return fmt.Errorf("%w: Lease with an empty Key", ErrInvalid)
 	case lease.Token == "":
-		return fmt.Errorf("%w: Lease for key %q with an empty Token", ErrInvalid, lease.Key)
+		return fmt.Errorf("%w: Lease for key %s with an empty Token", ErrInvalid, QuoteKey(lease.Key))
 	}
 	return nil
 }

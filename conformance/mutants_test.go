@@ -42,6 +42,7 @@ var mutants = []mutant{
 	{name: "abandoned-attempt-kept", catch: "rule 5 (errors)", bugs: clientBugs{keepAbandoned: true}},
 	{name: "transport-error-as-locked", catch: "rule 5 (errors)", bugs: clientBugs{errAsLocked: true}},
 	{name: "renew-from-local-clock", catch: "rule 2 (owner check)", bugs: clientBugs{localRenew: true}},
+	{name: "bare-errors", catch: "rule 5 (errors)", broken: func() distlock.Locker { return &bareErrors{memlock.New()} }},
 	{name: "returns-expired-lease", catch: "Lease contract", bugs: clientBugs{expiredLease: true}},
 	{name: "renew-shortens", catch: "rule 1 (mutual exclusion)", server: serverBugs{renewShortens: true}},
 	{name: "isolated-member-renews", catch: "rule 1 (mutual exclusion)", bugs: clientBugs{staleRenew: true}},
@@ -354,3 +355,19 @@ func asciiLower(s string) string {
 type lostNeverCloses struct{ *memlock.Locker }
 
 func (m *lostNeverCloses) Lost(distlock.Lease) <-chan struct{} { return make(chan struct{}) }
+
+// bareErrors returns the causes without the *distlock.OpError around them.
+type bareErrors struct{ *memlock.Locker }
+
+func bare(err error) error {
+	var oe *distlock.OpError
+	if errors.As(err, &oe) {
+		return oe.Err
+	}
+	return err
+}
+
+func (m *bareErrors) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	l, err := m.Locker.TryLock(ctx, key, ttl)
+	return l, bare(err)
+}

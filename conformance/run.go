@@ -132,6 +132,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Waiter", s.testWaiter)
 	t.Run("Inspector", s.testInspector)
 	t.Run("LossNotifier", s.testLossNotifier)
+	t.Run("OpError", s.testOpErrors)
 	t.Run("Faults", func(t *testing.T) {
 		t.Run("PartitionedHolder", s.testPartitionedHolder)
 		t.Run("PausedServer", s.testPausedServer)

@@ -191,7 +191,7 @@ func roundTrip[T any](ctx context.Context, c *simClient, op func() (T, error), a
 	}
 }
 
-func (c *simClient) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+func (c *simClient) tryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
 	if err := distlock.ValidateKey(key, 1<<16); err != nil {
 		return distlock.Lease{}, err
 	}
@@ -227,7 +227,7 @@ func (c *simClient) mapErr(err error) error {
 	return err
 }
 
-func (c *simClient) Renew(ctx context.Context, l distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
+func (c *simClient) renew(ctx context.Context, l distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
 	if err := distlock.ValidateLease(l); err != nil {
 		return l, err
 	}
@@ -262,7 +262,7 @@ func (c *simClient) Renew(ctx context.Context, l distlock.Lease, ttl time.Durati
 	return next, c.mapErr(err)
 }
 
-func (c *simClient) Unlock(ctx context.Context, l distlock.Lease) error {
+func (c *simClient) unlock(ctx context.Context, l distlock.Lease) error {
 	if err := distlock.ValidateLease(l); err != nil {
 		return err
 	}
@@ -272,10 +272,47 @@ func (c *simClient) Unlock(ctx context.Context, l distlock.Lease) error {
 	return c.mapErr(err)
 }
 
+// The methods wrap every error in a *distlock.OpError, as a backend does, around
+// the cause (unwrapped from the table's own OpError).
+
+func simErr(op, key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var oe *distlock.OpError
+	if errors.As(err, &oe) {
+		err = oe.Err
+	}
+	return &distlock.OpError{Backend: "simnet", Op: op, Key: key, Err: err}
+}
+
+func (c *simClient) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	l, err := c.tryLock(ctx, key, ttl)
+	return l, simErr("TryLock", key, err)
+}
+
+func (c *simClient) Renew(ctx context.Context, l distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
+	next, err := c.renew(ctx, l, ttl)
+	return next, simErr("Renew", l.Key, err)
+}
+
+func (c *simClient) Unlock(ctx context.Context, l distlock.Lease) error {
+	return simErr("Unlock", l.Key, c.unlock(ctx, l))
+}
+
+func (c simFull) Wait(ctx context.Context, key string) error {
+	return simErr("Wait", key, c.wait(ctx, key))
+}
+
+func (c simFull) Inspect(ctx context.Context, key string) (distlock.Holder, error) {
+	h, err := c.inspect(ctx, key)
+	return h, simErr("Inspect", key, err)
+}
+
 // simFull is a simClient whose table also waits and inspects.
 type simFull struct{ *simClient }
 
-func (c simFull) Wait(ctx context.Context, key string) error {
+func (c simFull) wait(ctx context.Context, key string) error {
 	if err := distlock.ValidateKey(key, 1<<16); err != nil {
 		return err
 	}
@@ -289,7 +326,7 @@ func (c simFull) Wait(ctx context.Context, key string) error {
 	return c.srv.table().(distlock.Waiter).Wait(ctx, key)
 }
 
-func (c simFull) Inspect(ctx context.Context, key string) (distlock.Holder, error) {
+func (c simFull) inspect(ctx context.Context, key string) (distlock.Holder, error) {
 	if err := distlock.ValidateKey(key, 1<<16); err != nil {
 		return distlock.Holder{}, err
 	}

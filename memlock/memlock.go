@@ -10,7 +10,6 @@ package memlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -25,8 +24,9 @@ const Owner = "memlock"
 
 // A Locker is an in-process lock table. The zero value is not usable; call New.
 type Locker struct {
-	mu   sync.Mutex
-	keys map[string]*state
+	mu     sync.Mutex
+	keys   map[string]*state
+	closed chan struct{} // closed by Close
 }
 
 // state is one key's record. It outlives its holders so that fences never repeat.
@@ -39,8 +39,38 @@ type state struct {
 	freed chan struct{}
 }
 
-// New returns an empty Locker.
-func New() *Locker { return &Locker{keys: make(map[string]*state)} }
+// New returns an empty Locker. It has no client and no options that could be wrong,
+// so unlike the other backends' New it takes none and returns no error.
+func New() *Locker { return &Locker{keys: make(map[string]*state), closed: make(chan struct{})} }
+
+// Close makes every later call fail with an error wrapping distlock.ErrClosed and
+// wakes every Wait (with that error). Leases still held stay in the table until
+// their Expires; Close does nothing else and is idempotent.
+func (l *Locker) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.closed:
+	default:
+		close(l.closed)
+	}
+	return nil
+}
+
+// fail wraps err in the *distlock.OpError every backend returns.
+func fail(op, key string, err error) error {
+	return &distlock.OpError{Backend: "memlock", Op: op, Key: key, Err: err}
+}
+
+// check returns the error of a call that must not run: l is closed or ctx is done.
+func (l *Locker) check(ctx context.Context) error {
+	select {
+	case <-l.closed:
+		return distlock.ErrClosed
+	default:
+	}
+	return ctx.Err()
+}
 
 var (
 	_ distlock.Locker       = (*Locker)(nil)
@@ -73,19 +103,19 @@ func (s *state) free() {
 func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
 	start := time.Now()
 	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
-		return distlock.Lease{}, err
+		return distlock.Lease{}, fail("TryLock", key, err)
 	}
 	if err := distlock.ValidateTTL(ttl); err != nil {
-		return distlock.Lease{}, err
+		return distlock.Lease{}, fail("TryLock", key, err)
 	}
-	if err := ctx.Err(); err != nil {
-		return distlock.Lease{}, err
+	if err := l.check(ctx); err != nil {
+		return distlock.Lease{}, fail("TryLock", key, err)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.get(key)
 	if s.held(start) {
-		return distlock.Lease{}, fmt.Errorf("memlock: key %q: %w", key, distlock.ErrLocked)
+		return distlock.Lease{}, fail("TryLock", key, distlock.ErrLocked)
 	}
 	if s.token != "" { // expired without Unlock: wake anyone watching the old lease
 		s.free()
@@ -96,13 +126,13 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 	return distlock.Lease{Key: key, Token: s.token, Fence: s.fence, Expires: s.expires}, nil
 }
 
-// owned returns lease's state when lease still holds its key at now.
-func (l *Locker) owned(lease distlock.Lease, now time.Time) (*state, error) {
+// owned returns lease's state when lease still holds its key at now, else nil.
+func (l *Locker) owned(lease distlock.Lease, now time.Time) *state {
 	s := l.keys[lease.Key]
 	if s == nil || s.token != lease.Token || !s.held(now) {
-		return nil, fmt.Errorf("memlock: key %q: %w", lease.Key, distlock.ErrNotHeld)
+		return nil
 	}
-	return s, nil
+	return s
 }
 
 // Renew extends lease to ttl from now. It never shortens: a ttl below what the lease
@@ -111,19 +141,19 @@ func (l *Locker) owned(lease distlock.Lease, now time.Time) (*state, error) {
 func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
 	start := time.Now()
 	if err := distlock.ValidateLease(lease); err != nil {
-		return distlock.Lease{}, err
+		return distlock.Lease{}, fail("Renew", lease.Key, err)
 	}
 	if err := distlock.ValidateTTL(ttl); err != nil {
-		return distlock.Lease{}, err
+		return distlock.Lease{}, fail("Renew", lease.Key, err)
 	}
-	if err := ctx.Err(); err != nil {
-		return distlock.Lease{}, err
+	if err := l.check(ctx); err != nil {
+		return distlock.Lease{}, fail("Renew", lease.Key, err)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s, err := l.owned(lease, start)
-	if err != nil {
-		return distlock.Lease{}, err
+	s := l.owned(lease, start)
+	if s == nil {
+		return distlock.Lease{}, fail("Renew", lease.Key, distlock.ErrNotHeld)
 	}
 	lease.Expires = start.Add(ttl)
 	if lease.Expires.After(s.expires) {
@@ -135,16 +165,16 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 // Unlock releases lease.
 func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
 	if err := distlock.ValidateLease(lease); err != nil {
-		return err
+		return fail("Unlock", lease.Key, err)
 	}
-	if err := ctx.Err(); err != nil {
-		return err
+	if err := l.check(ctx); err != nil {
+		return fail("Unlock", lease.Key, err)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s, err := l.owned(lease, time.Now())
-	if err != nil {
-		return err
+	s := l.owned(lease, time.Now())
+	if s == nil {
+		return fail("Unlock", lease.Key, distlock.ErrNotHeld)
 	}
 	s.free()
 	return nil
@@ -168,7 +198,10 @@ func (l *Locker) Revoke(key string) bool {
 // holder's expiry, whichever comes first.
 func (l *Locker) Wait(ctx context.Context, key string) error {
 	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
-		return err
+		return fail("Wait", key, err)
+	}
+	if err := l.check(context.Background()); err != nil {
+		return fail("Wait", key, err)
 	}
 	l.mu.Lock()
 	s := l.get(key)
@@ -186,24 +219,26 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 		return nil
 	case <-t.C:
 		return nil
+	case <-l.closed:
+		return fail("Wait", key, distlock.ErrClosed)
 	case <-ctx.Done():
-		return errors.Join(fmt.Errorf("memlock: key %q: %w", key, distlock.ErrLocked), ctx.Err())
+		return fail("Wait", key, errors.Join(distlock.ErrLocked, ctx.Err()))
 	}
 }
 
 // Inspect reports key's holder, or ErrNotHeld when it is free.
 func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, error) {
 	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
-		return distlock.Holder{}, err
+		return distlock.Holder{}, fail("Inspect", key, err)
 	}
-	if err := ctx.Err(); err != nil {
-		return distlock.Holder{}, err
+	if err := l.check(ctx); err != nil {
+		return distlock.Holder{}, fail("Inspect", key, err)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.keys[key]
 	if s == nil || !s.held(time.Now()) {
-		return distlock.Holder{}, fmt.Errorf("memlock: key %q: %w", key, distlock.ErrNotHeld)
+		return distlock.Holder{}, fail("Inspect", key, distlock.ErrNotHeld)
 	}
 	return distlock.Holder{Key: key, Fence: s.fence, Expires: s.expires, Owner: Owner}, nil
 }
@@ -214,8 +249,8 @@ func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, erro
 func (l *Locker) Lost(lease distlock.Lease) <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s, err := l.owned(lease, time.Now())
-	if err != nil {
+	s := l.owned(lease, time.Now())
+	if s == nil {
 		c := make(chan struct{})
 		close(c)
 		return c

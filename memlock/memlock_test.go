@@ -1,10 +1,15 @@
 package memlock_test
 
 import (
+	"context"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"go.uber.org/goleak"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/memlock"
 )
@@ -25,3 +30,24 @@ func harness() conformance.Harness {
 }
 
 func TestConformance(t *testing.T) { conformance.Run(t, harness()) }
+
+func TestClose(t *testing.T) {
+	l := memlock.New()
+	held, err := l.TryLock(t.Context(), "held", time.Minute)
+	require.NoError(t, err)
+	woke := make(chan error, 1)
+	go func() { woke <- l.Wait(context.Background(), "held") }()
+	require.NoError(t, l.Close())
+	require.NoError(t, l.Close(), "a second Close")
+	require.ErrorIs(t, <-woke, distlock.ErrClosed, "Close must wake a Wait")
+	_, err = l.TryLock(t.Context(), "k", time.Minute)
+	require.ErrorIs(t, err, distlock.ErrClosed)
+	_, err = l.Renew(t.Context(), held, time.Minute)
+	require.ErrorIs(t, err, distlock.ErrClosed)
+	require.ErrorIs(t, l.Unlock(t.Context(), held), distlock.ErrClosed)
+	_, err = l.Inspect(t.Context(), "held")
+	require.ErrorIs(t, err, distlock.ErrClosed)
+	var oe *distlock.OpError
+	require.ErrorAs(t, err, &oe)
+	require.Equal(t, distlock.OpError{Backend: "memlock", Op: "Inspect", Key: "held", Err: distlock.ErrClosed}, *oe)
+}
