@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/zklock"
@@ -48,7 +49,7 @@ func TestCloseDeletesItsNodes(t *testing.T) {
 			case "queued", "returned":
 				waited := make(chan error, 1)
 				go func() { waited <- b.l.Wait(t.Context(), key) }()
-				eventually(t, 5*time.Second, "B's waiter node appears", func() bool { return len(waiterNodes(t, a.conn, kp)) == 1 })
+				require.Eventually(t, func() bool { return len(waiterNodes(t, a.conn, kp)) == 1 }, 5*time.Second, 10*time.Millisecond, "B's waiter node appears")
 				if stage == "returned" {
 					if err := a.l.Unlock(ctxT(t), la); err != nil {
 						t.Fatal(err)
@@ -61,7 +62,7 @@ func TestCloseDeletesItsNodes(t *testing.T) {
 					t.Fatal(err)
 				}
 				if stage == "queued" {
-					if err := <-waited; !errors.Is(err, zklock.ErrClosed) {
+					if err := <-waited; !errors.Is(err, distlock.ErrClosed) {
 						t.Fatalf("Wait cut short by Close: %v, want ErrClosed", err)
 					}
 					if err := a.l.Unlock(ctxT(t), la); err != nil {
@@ -194,15 +195,13 @@ func TestLostChecksTheNodesSession(t *testing.T) {
 		}
 	}
 	w.Close()
-	eventually(t, 20*time.Second, "a new session after the server lost its data", func() bool {
+	require.Eventually(t, func() bool {
 		return a.conn.State() == zk.StateHasSession && a.conn.SessionID() != old
-	})
+	}, 20*time.Second, 10*time.Millisecond, "a new session after the server lost its data")
 	// Lost's first look at the node fails: with the server unreachable, go-zookeeper
 	// fails the queued request once it has tried every server.
 	a.cut()
-	if err := waitState(a.conn, zk.StateConnecting, 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	requireState(t, a.conn, zk.StateConnecting, 5*time.Second)
 	lost := a.l.Lost(la)
 	probe := make(chan error, 1)
 	go func() { _, _, err := a.conn.Exists("/"); probe <- err }() // queued after Lost's

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/zklock"
@@ -144,7 +145,7 @@ func TestIsolatedServerHolder(t *testing.T) {
 					ended <- time.Now()
 				}()
 				// Let C renew a few times through a healthy ensemble first.
-				eventually(t, 5*time.Second, "C renews", func() bool { _, n := rec.state(); return n >= 2 })
+				require.Eventually(t, func() bool { _, n := rec.state(); return n >= 2 }, 5*time.Second, 10*time.Millisecond, "C renews")
 
 				heal := zkEns.Isolate(t, i)
 				isolated := time.Now()
@@ -207,7 +208,7 @@ func TestRenewCountsRelayLag(t *testing.T) {
 	const pingBytes = 12
 	var ping time.Time
 	seen := p.Stats().BytesToServer
-	eventually(t, 5*time.Second, "a ping from the idle client", func() bool {
+	require.Eventually(t, func() bool {
 		n := p.Stats().BytesToServer
 		if n-seen == pingBytes {
 			ping = time.Now()
@@ -215,7 +216,7 @@ func TestRenewCountsRelayLag(t *testing.T) {
 		}
 		seen = n
 		return false
-	})
+	}, 5*time.Second, 10*time.Millisecond, "a ping from the idle client")
 	// Renew shortly before the next ping is due. Placing the request in time is the
 	// point of the test, not a way to order events.
 	time.Sleep(time.Until(ping.Add(sessionTimeout/3 - 100*time.Millisecond)))
@@ -299,9 +300,9 @@ func TestClusterFaultUnderHolder(t *testing.T) {
 			recovered := time.Now()
 			t.Logf("%s took %v", fault, recovered.Sub(faulted).Round(time.Millisecond))
 			// Let C renew after the fault (or fail for good) before it lets go.
-			eventually(t, 10*time.Second, "C renews after the fault, or loses its lease", func() bool {
+			require.Eventually(t, func() bool {
 				return held.Err() != nil || rec.lastRenew().After(recovered)
-			})
+			}, 10*time.Second, 10*time.Millisecond, "C renews after the fault, or loses its lease")
 			released := time.Now()
 			rctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 			relErr := held.Release(rctx)
@@ -347,9 +348,9 @@ func TestClientIsolate(t *testing.T) {
 	}
 	sid := c.conn.SessionID()
 	heal := c.isolate(t)
-	eventually(t, 15*time.Second, "the client moves to another node", func() bool {
+	require.Eventually(t, func() bool {
 		return c.conn.State() == zk.StateHasSession && c.node() >= 0 && c.node() != i
-	})
+	}, 15*time.Second, 10*time.Millisecond, "the client moves to another node")
 	if c.conn.SessionID() != sid {
 		t.Fatalf("the session changed from %#x to %#x", sid, c.conn.SessionID())
 	}

@@ -1,16 +1,39 @@
 // Package zklock is a distlock backend on Apache ZooKeeper (3.5 or later), using
 // go-zookeeper/zk: the classic lock recipe of ephemeral-sequential nodes.
 //
-//	conn, _, err := zk.Connect(servers, 10*time.Second)
+//	sess, err := zklock.Connect(ctx, servers, 10*time.Second, nil)
 //	...
-//	l, err := zklock.New(conn, &zklock.Options{SessionTimeout: 10 * time.Second})
+//	defer sess.Close()
+//	l, err := zklock.New(sess, nil)
 //	...
 //	defer l.Close()
-//	lease, err := distlock.Lock(ctx, l, "nightly-report", 10*time.Second, nil)
+//	lease, err := distlock.Lock(ctx, l, "nightly-report", sess.Timeout(), nil)
+//
+// # Sessions and the granted timeout
+//
+// A Locker's leases live in one ZooKeeper session, and how long a lease is certainly
+// held depends on the session timeout (see "How long a lease is held"). The server
+// decides it: it clamps the timeout the client asks for to its [minSessionTimeout,
+// maxSessionTimeout] (by default 2 and 20 ticks: 4s to 40s). A *zk.Conn does not
+// tell the granted value, so a Locker is not built on a *zk.Conn but on a Session,
+// which Connect makes: Connect waits for the session and reads the granted timeout
+// from the server's handshake answer (its dialer's connections read the first frame
+// each server sends, ZooKeeper's ConnectResponse). No option sets the timeout, so a
+// Locker cannot count on a longer one than the server granted. Session.Timeout
+// reports it; Session.Conn gives the *zk.Conn for other uses.
+//
+// Every reconnection is a new handshake, and a server with other session timeout
+// settings than the first may grant another value, which then governs the session.
+// The Session records every grant, and its Lockers count leases with the smallest
+// timeout it was ever granted (and the ping interval of the largest); a reconnection
+// that is granted less than before closes the Lost channel of every lease counted
+// with more (distlock.Hold then stops its work). A lease that is not watched through
+// Lost keeps the Expires it was given: give every server of an ensemble the same
+// minSessionTimeout and maxSessionTimeout, as is usual, and no grant ever changes.
 //
 // # Layout
 //
-// Every key has a container node under Options.Root (default /distlock), named by the
+// Every key has a container node under Options.Prefix (default /distlock), named by the
 // base64url encoding of the key's bytes, so that every key, whatever its bytes, maps
 // to exactly one safe name and distinct keys to distinct names. ZooKeeper removes a
 // container once it is empty. An acquisition creates an ephemeral-sequential child
@@ -33,19 +56,21 @@
 // it for the session timeout). Capabilities: the key is freed by session expiry, not by
 // ttl. The ttl of TryLock and Renew only bounds the lease's local validity:
 //
-//	Expires = start + min(ttl, SessionTimeout - SessionTimeout/3 - TickTime/2)
+//	Expires = start + min(ttl, S - S/3 - TickTime/2)
 //
-// where start is taken before the request is sent, and TickTime defaults to
-// SessionTimeout/2 (so the cap is 5/12 of the session timeout; with TickTime set to
-// the servers' actual tick it is longer, 1.23s of a 2s session on 200ms ticks). Renew
-// changes nothing on the server: it proves that the session is alive, through the
-// leader, and returns a lease with a new Expires. So a ttl above the cap buys nothing;
-// with distlock.Hold, keep the default HoldOptions.TTL (the lease's remaining time), so
-// that renewals come every third of it.
+// where S is the granted session timeout, start is taken before the request is sent,
+// and TickTime defaults to S/2 (so the cap is 5/12 of the session timeout; with
+// TickTime set to the servers' actual tick it is longer, 1.23s of a 2s session on
+// 200ms ticks). Renew changes nothing on the server, so it never shortens anything
+// there: it proves that the session is alive, through the leader, and returns a lease
+// with a new Expires. So a ttl above the cap buys nothing; with distlock.Hold, keep
+// the default HoldOptions.TTL (the lease's remaining time), so that renewals come
+// every third of it.
 //
 // A lease that is simply not renewed keeps the key locked while its session lives;
 // Unlock it. Leases that are watched through Lost (distlock.Hold does) are also
-// deleted by the Locker once Expires passes without a renewal.
+// deleted by the Locker once Expires passes without a renewal, and Close deletes the
+// nodes of every lease the Locker still holds.
 //
 // # How long a lease is held
 //
@@ -66,14 +91,14 @@
 //
 //   - The leader that committed it had a quorum after start, and any later leader was
 //     elected after that (its quorum includes a server that acknowledged the write),
-//     so it cannot expire the session before start + SessionTimeout.
+//     so it cannot expire the session before start + S.
 //   - The follower's connection to that leader delivered, in order, everything the
 //     follower sent before forwarding the request, which reached the follower after
 //     start. That includes its answer to the leader's last ping before it, at most
 //     tickTime/2 earlier, which reported every session heard since the answer before;
-//     this client had sent something at most SessionTimeout/3 before that answer. So
-//     the leader heard of the session at start - SessionTimeout/3 - tickTime/2 or
-//     later, and expires it no earlier than SessionTimeout after that: Expires.
+//     this client had sent something at most S/3 before that answer. So the leader
+//     heard of the session at start - S/3 - tickTime/2 or later, and expires it no
+//     earlier than S after that: Expires.
 //
 // A read proves neither, which is why Renew writes. A follower cut off from the leader
 // answers reads from its own copy until it notices, syncLimit ticks later (10s with
@@ -82,13 +107,13 @@
 // steps down. A write fails in both cases: the cut-off server cannot get it
 // committed.
 //
-// The client cannot read tickTime. A server grants no session timeout below its
-// minSessionTimeout, 2 ticks unless configured, hence the default TickTime of
-// SessionTimeout/2; set Options.TickTime if the servers allow shorter sessions. The
-// argument assumes, as ZooKeeper does, that the clocks of client and leader run at the
-// same rate and that network delays vary little next to the session timeout (pings
-// arrive about as often as they are sent). Options.SessionTimeout must not exceed the
-// timeout the server granted (a larger grant only lengthens the real bound).
+// Here S is the session timeout that the server granted (see "Sessions and the
+// granted timeout"): the leader counts with it. The client cannot read tickTime. A
+// server grants no session timeout below its minSessionTimeout, 2 ticks unless
+// configured, hence the default TickTime of S/2; set Options.TickTime if the servers
+// allow shorter sessions. The argument assumes, as ZooKeeper does, that the clocks of
+// client and leader run at the same rate and that network delays vary little next to
+// the session timeout (pings arrive about as often as they are sent).
 //
 // # Fencing
 //
@@ -110,16 +135,39 @@
 // disconnections (a leader election takes a second or two); the lease's Expires bounds
 // it in any case.
 //
-// The Locker observes the session by polling conn.State and conn.SessionID (cheap
-// atomic loads) while some lease is watched, so it works with any *zk.Conn and leaves
-// zk.Connect's event channel to the caller.
+// The Locker observes the session by polling the connection's State and SessionID
+// (cheap atomic loads) while some lease is watched, and leaves go-zookeeper's events
+// to the caller (ConnectOptions.ZK can pass zk.WithEventCallback).
 //
-// # Contexts
+// # Contexts and cleanup
 //
 // go-zookeeper's requests take no context. Every method returns as soon as its
 // context is done; a request it abandoned finishes in the background, and a TryLock
-// whose caller gave up deletes the node it may have created, with retries that last
-// until the node is gone or its session ended — never an orphan.
+// whose caller gave up deletes the node it may have created (as does an Unlock whose
+// outcome is unknown), with retries that last until the node is gone or its session
+// ended — never an orphan. So there is no Options.CleanupTimeout here, unlike the
+// backends whose locks expire by ttl: an ephemeral node of a live session never
+// expires, and a cleanup that gave up after a fixed time would leave the key locked
+// for the rest of the session. The retries stop when the Session is closed (the
+// session's end deletes the nodes), and Close stops them after the session timeout
+// (see Locker.Close).
+//
+// # Close
+//
+// Close stops the Locker's goroutines and releases what it holds: the lock nodes of
+// its leases (also of calls in flight: an Unlock whose outcome is unknown, a TryLock
+// that wins as Close runs, which returns distlock.ErrClosed) and its waiter nodes,
+// while the Session stays open for others. It never closes the Session. Every call
+// after Close returns an error wrapping distlock.ErrClosed; a second Close returns
+// nil.
+//
+// # Errors
+//
+// Every error that a method returns is a *distlock.OpError with Backend "zklock", Op
+// the method's name and Key the key; Connect's and New's have Op "Connect" and "New".
+// Test the cause with errors.Is: distlock.ErrLocked, ErrNotHeld, ErrInvalid,
+// ErrClosed, a context error, or a go-zookeeper error such as zk.ErrNoServer or
+// zk.ErrConnectionClosed (the outcome of the call is then unknown).
 //
 // # Waiting
 //
@@ -140,4 +188,42 @@
 // be on its way to the leader) Sync first, so that the server has applied every change
 // that the leader had ordered before the Sync. Renew does not trust a read at all (see
 // "How long a lease is held").
+//
+// # Safety assumptions
+//
+// A lock is only as safe as the ensemble that keeps it and the session bound that
+// Expires is counted with. Each assumption below names what breaks when it does not
+// hold, and what zklock does about it or how to check it:
+//
+//   - Durability: a majority of the ensemble keeps its data, with forceSync=yes
+//     (ZooKeeper's default: the transaction log is synced before a write is
+//     acknowledged). If a majority loses acknowledged writes (forceSync=no and a
+//     power loss, wiped disks), lock nodes vanish while held (two holders) and, if
+//     every server starts empty, czxids start over (fences repeat). A minority that
+//     loses its data rejoins and catches up from the others: the suite's LoseMinority
+//     fault tests it. Check zoo.cfg.
+//   - Session timeout settings: every server of the ensemble has the same
+//     minSessionTimeout and maxSessionTimeout. Otherwise a reconnection can be
+//     granted a shorter timeout than the one a lease's Expires was counted with, and
+//     the leader may expire the session (and another client take the key) before
+//     that Expires. The Session notices every grant: later leases count with the
+//     smallest, and Lost closes for the leases counted with more (see "Sessions and
+//     the granted timeout"); a lease nobody watches keeps its Expires.
+//   - Tick: Options.TickTime is at least the servers' tickTime. Its default, half the
+//     granted timeout, is sound while minSessionTimeout is at least 2 ticks
+//     (ZooKeeper's default). If it is smaller than the real tick, the leader may hear
+//     of the session later than Expires assumes, and expire it before Expires (two
+//     holders). Check tickTime and minSessionTimeout in zoo.cfg.
+//   - Clocks and delays: the clocks of client and leader run at the same rate, and
+//     pings between follower and leader arrive about as often as they are sent, as
+//     ZooKeeper itself assumes. A clock that runs fast on the leader, or a link that
+//     holds pings back for a large part of the session timeout, expires sessions
+//     before the client's Expires (two holders); nothing in zklock detects it. Keep
+//     clocks disciplined (NTP slewing). A client that pauses (GC, a stopped VM) past
+//     its Expires must assume the lease lost: that is what Expires and fences are
+//     for.
+//   - Exclusive use of the Prefix: no other client deletes or creates lock nodes
+//     under Options.Prefix except through this recipe (zk.Lock and Curator's
+//     InterProcessMutex take part in it). A client that deletes a lock node frees
+//     the lock while it is held (two holders). Restrict writes with Options.ACL.
 package zklock

@@ -1,5 +1,7 @@
 package zklock
 
+import "time"
+
 // ReapWaiterID exposes reapWaiterID to the tests: it deletes the waiter nodes of
 // keyPath with protected id.
 func (l *Locker) ReapWaiterID(keyPath, id string) { l.reapWaiterID(keyPath, id) }
@@ -7,3 +9,7 @@ func (l *Locker) ReapWaiterID(keyPath, id string) { l.reapWaiterID(keyPath, id) 
 // WaitNodePrefix exposes waitNodePrefix: the path that an ephemeral-sequential create
 // of waiter id under keyPath extends with its sequence number.
 func WaitNodePrefix(keyPath, id string) string { return waitNodePrefix(keyPath, id) }
+
+// RecordGrant makes s note a handshake that granted the session timeout d, as a
+// reconnection to a server with other session timeout settings does.
+func (s *Session) RecordGrant(d time.Duration) { s.record(d) }

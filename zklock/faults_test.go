@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
@@ -85,15 +86,16 @@ func TestPartitionedHolderSessionExpires(t *testing.T) {
 			// After a cut the client reconnects within a second; after a blackhole
 			// go-zookeeper first waits out its handshake timeout (10 × 2/3 of the
 			// session timeout) on the connection that the blackhole swallowed.
-			eventually(t, 10*st+5*time.Second, "the healed holder's Renew says ErrNotHeld", func() bool {
+			require.Eventually(t, func() bool {
 				rctx, cancel := context.WithTimeout(t.Context(), time.Second)
 				defer cancel()
 				_, err := a.l.Renew(rctx, la, time.Hour)
 				if err == nil {
-					t.Fatal("the partitioned holder's Renew succeeded after another client acquired")
+					t.Error("the partitioned holder's Renew succeeded after another client acquired")
+					return true
 				}
 				return errors.Is(err, distlock.ErrNotHeld)
-			})
+			}, 10*st+5*time.Second, 10*time.Millisecond, "the healed holder's Renew says ErrNotHeld")
 			if err := a.l.Unlock(ctxT(t), la); !errors.Is(err, distlock.ErrNotHeld) {
 				t.Fatalf("the old holder's Unlock: %v; want ErrNotHeld", err)
 			}
@@ -142,13 +144,13 @@ func TestCutDuringCreate(t *testing.T) {
 			// The create reaches the server 500ms after it was sent; its reply would
 			// reach the client 500ms later.
 			var applied string
-			eventually(t, 5*time.Second, "the lock node's create reaches the server", func() bool {
+			require.Eventually(t, func() bool {
 				if names := children(t, b.conn, kp); len(names) > 0 {
 					applied = names[0]
 					return true
 				}
 				return false
-			})
+			}, 5*time.Second, 10*time.Millisecond, "the lock node's create reaches the server")
 			a.cut()
 			t.Logf("cut after the server created %s", applied)
 			if caller == "gives up" {
@@ -164,12 +166,10 @@ func TestCutDuringCreate(t *testing.T) {
 			time.Sleep(300 * time.Millisecond) // a short outage: the session survives it
 			a.heal()
 			if caller == "gives up" {
-				eventually(t, 10*time.Second, "the abandoned node is deleted", func() bool {
+				require.Eventually(t, func() bool {
 					return len(children(t, b.conn, kp)) == 0
-				})
-				if err := waitState(a.conn, zk.StateHasSession, 10*time.Second); err != nil {
-					t.Fatal(err)
-				}
+				}, 10*time.Second, 10*time.Millisecond, "the abandoned node is deleted")
+				requireState(t, a.conn, zk.StateHasSession, 10*time.Second)
 			} else {
 				r := <-res
 				if r.err != nil {

@@ -13,7 +13,8 @@ type sub struct {
 	ch      chan struct{} // closed when the lease is lost
 	session int64         // the session that owns the node (its ephemeralOwner); 0 until read
 	node    string
-	expires time.Time // the latest Expires of the lease
+	expires time.Time     // the latest Expires of the lease
+	least   time.Duration // the smallest session timeout granted when expires was set
 }
 
 // owner returns the session whose node s watches, or, until that is read, the
@@ -36,18 +37,20 @@ var closedChan = func() chan struct{} {
 // session that holds its node ends (expired, closed), when the connection to
 // ZooKeeper has been down for Options.DisconnectGrace (default: at once; a
 // disconnected client cannot know whether its session survives, as Curator's
-// SUSPENDED state), when the lease's Expires passes without a Renew, or when Close is
-// called. A lease reported lost is dead: the Locker deletes its node in the background
-// if it still exists (so that a session that survives does not keep the key locked
-// with nobody using it), and Renew and Unlock of it return ErrNotHeld.
+// SUSPENDED state), when a reconnection was granted a shorter session timeout than
+// the one the lease's Expires was counted with (see Session), when the lease's
+// Expires passes without a Renew, or when Close is called. A lease reported lost is
+// dead: the Locker deletes its node in the background if it still exists (so that a
+// session that survives does not keep the key locked with nobody using it), and Renew
+// and Unlock of it return ErrNotHeld.
 //
 // Lost returns nil for a lease whose Token this package did not make. Call it with the
 // Locker that acquired the lease. It reads the lease's node in the background (again
 // after a connection error), and closes the channel at once when the node is gone (the
 // lease was unlocked) or does not belong to the connection's session (the session that
 // took the lease ended). Then it watches that session, the node's owner, by polling
-// the zk.Conn's state (every SessionTimeout/40, at most every 50ms, only while some
-// lease is watched), and keeps nothing once the lease is unlocked, lost or expired.
+// the zk.Conn's state (every 1/40 of the session timeout, at most every 50ms, only
+// while some lease is watched), and keeps nothing once the lease is unlocked, lost or expired.
 func (l *Locker) Lost(lease distlock.Lease) <-chan struct{} {
 	_, node, err := l.leaseNode("Lost", lease)
 	if err != nil {
@@ -68,7 +71,12 @@ func (l *Locker) Lost(lease distlock.Lease) <-chan struct{} {
 		return s.ch
 	}
 	s := &sub{ch: make(chan struct{}), node: node, expires: lease.Expires}
-	if !time.Now().Before(lease.Expires) {
+	if h := l.held[lease.Token]; h != nil {
+		s.least = h.least
+	} else {
+		s.least, _ = l.sess.bounds()
+	}
+	if least, _ := l.sess.bounds(); !time.Now().Before(lease.Expires) || least < s.least {
 		l.loseLocked(lease.Token, s)
 		return s.ch
 	}
@@ -128,6 +136,7 @@ func (l *Locker) readOwner(token string, fence uint64, s *sub) {
 func (l *Locker) loseLocked(token string, s *sub) {
 	close(s.ch)
 	delete(l.subs, token)
+	delete(l.held, token)
 	owner := l.owner(s)
 	if l.sessionOver(owner) {
 		return
@@ -154,18 +163,23 @@ func (l *Locker) dropSub(token string) {
 	}
 }
 
-// extendSub records a renewed lease's Expires.
-func (l *Locker) extendSub(token string, expires time.Time) {
+// renewed records a renewed lease's Expires and the smallest session timeout it was
+// counted with.
+func (l *Locker) renewed(token string, expires time.Time, least time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if h := l.held[token]; h != nil {
+		h.least = least
+	}
 	if s := l.subs[token]; s != nil && expires.After(s.expires) {
 		s.expires = expires
+		s.least = least
 	}
 }
 
 // pollInterval is how often the monitor looks at the connection's state.
 func (l *Locker) pollInterval() time.Duration {
-	return min(max(l.o.SessionTimeout/40, 5*time.Millisecond), 50*time.Millisecond)
+	return min(max(l.sess.Timeout()/40, 5*time.Millisecond), 50*time.Millisecond)
 }
 
 // monitor watches the session for the Lost subscriptions; it exits when there are
@@ -181,6 +195,7 @@ func (l *Locker) monitor() {
 		case <-t.C:
 		}
 		state, sid, now := l.conn.State(), l.conn.SessionID(), time.Now()
+		least, _ := l.sess.bounds()
 		connected := state == zk.StateHasSession
 		if connected {
 			downSince = time.Time{}
@@ -190,7 +205,7 @@ func (l *Locker) monitor() {
 		suspended := !connected && now.Sub(downSince) >= l.o.DisconnectGrace
 		l.mu.Lock()
 		for tok, s := range l.subs {
-			if s.session != 0 && sid != s.session || state == zk.StateExpired || suspended || !now.Before(s.expires) {
+			if s.session != 0 && sid != s.session || state == zk.StateExpired || suspended || !now.Before(s.expires) || least < s.least {
 				l.loseLocked(tok, s)
 			}
 		}

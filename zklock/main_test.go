@@ -1,12 +1,14 @@
 package zklock_test
 
 import (
+	"context"
 	"io"
 	"log"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/internal/testenv"
@@ -41,56 +43,46 @@ func TestMain(m *testing.M) {
 const sessionTimeout = 2 * time.Second
 
 // quiet keeps go-zookeeper's connection log out of the test output.
-var quiet = zk.WithLogger(log.New(io.Discard, "", 0))
+var quiet = &zklock.ConnectOptions{ZK: []func(*zk.Conn){zk.WithLogger(log.New(io.Discard, "", 0))}}
+
+// connectSession returns a Session with addrs, asking for the session timeout st,
+// once it has its session. The caller closes it.
+func connectSession(t testing.TB, addrs []string, st time.Duration) *zklock.Session {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := zklock.Connect(ctx, addrs, st, quiet)
+	require.NoError(t, err)
+	return s
+}
 
 // connect returns a go-zookeeper connection to addrs with a session of timeout st,
-// once it has its session. The caller closes it.
+// once it has its session, for a test to look at the servers. The caller closes it.
 func connect(t testing.TB, addrs []string, st time.Duration) *zk.Conn {
 	t.Helper()
-	conn, _, err := zk.Connect(addrs, st, quiet) // the event channel never blocks the library
-	if err != nil {
-		t.Fatalf("zk.Connect(%v): %v", addrs, err)
-	}
-	if err := waitState(conn, zk.StateHasSession, 30*time.Second); err != nil {
-		conn.Close()
-		t.Fatalf("zk.Connect(%v): %v", addrs, err)
-	}
-	return conn
+	return connectSession(t, addrs, st).Conn()
 }
 
-// waitState polls conn until its state is want or d passes.
-func waitState(conn *zk.Conn, want zk.State, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for conn.State() != want {
-		if time.Now().After(deadline) {
-			return &stateError{want: want, got: conn.State(), after: d}
-		}
-		time.Sleep(5 * time.Millisecond) // polling pace, bounded by the deadline
-	}
-	return nil
+// requireState waits until conn's state is want, for at most d.
+func requireState(t testing.TB, conn *zk.Conn, want zk.State, d time.Duration) {
+	t.Helper()
+	require.Eventually(t, func() bool { return conn.State() == want }, d, 5*time.Millisecond,
+		"connection state %v, not %v, after %v", conn.State(), want, d)
 }
 
-type stateError struct {
-	want, got zk.State
-	after     time.Duration
-}
-
-func (e *stateError) Error() string {
-	return "connection state " + e.got.String() + ", not " + e.want.String() + ", after " + e.after.String()
-}
-
-// A client is one Locker with its own connection (its own session), optionally
-// through fault proxies, one per server.
+// A client is one Locker with its own Session, optionally through fault proxies, one
+// per server.
 type client struct {
 	l       *zklock.Locker
-	conn    *zk.Conn
+	sess    *zklock.Session
+	conn    *zk.Conn // sess.Conn()
 	proxies []*faultproxy.Proxy
 }
 
-// newClient connects to servers (through a fault proxy each when proxied) and makes
-// a Locker with opts (SessionTimeout defaults to st, TickTime to the servers' tick).
-// Everything is closed at t's cleanup: the connection first, so that the Locker's
-// Close returns at once.
+// newClient connects to servers (through a fault proxy each when proxied), asking
+// for the session timeout st, and makes a Locker with opts (TickTime defaults to the
+// servers' tick). Everything is closed at t's cleanup: the Session first, so that the
+// Locker's Close returns at once.
 func newClient(t testing.TB, servers []string, st time.Duration, opts *zklock.Options, proxied bool) *client {
 	t.Helper()
 	c := &client{}
@@ -99,33 +91,29 @@ func newClient(t testing.TB, servers []string, st time.Duration, opts *zklock.Op
 		addrs = make([]string, len(servers))
 		for i, s := range servers {
 			p, err := faultproxy.New(s, nil)
-			if err != nil {
-				t.Fatalf("faultproxy.New(%s): %v", s, err)
-			}
+			require.NoError(t, err, "faultproxy.New(%s)", s)
 			t.Cleanup(func() { _ = p.Close() })
 			c.proxies = append(c.proxies, p)
 			addrs[i] = p.Addr()
 		}
 	}
-	c.conn = connect(t, addrs, st)
+	c.sess = connectSession(t, addrs, st)
+	c.conn = c.sess.Conn()
 	var o zklock.Options
 	if opts != nil {
 		o = *opts
 	}
-	if o.SessionTimeout == 0 {
-		o.SessionTimeout = st
-	}
 	if o.TickTime == 0 {
 		o.TickTime = testenv.ZooKeeperTickTime // the servers' tick: leases of 2/3 st - 100ms
 	}
-	l, err := zklock.New(c.conn, &o)
+	l, err := zklock.New(c.sess, &o)
 	if err != nil {
-		c.conn.Close()
+		c.sess.Close()
 		t.Fatalf("zklock.New: %v", err)
 	}
 	c.l = l
 	t.Cleanup(func() {
-		c.conn.Close()
+		c.sess.Close()
 		_ = l.Close()
 	})
 	return c

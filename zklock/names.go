@@ -65,7 +65,7 @@ func parseWaiter(name string) (c contender, ok bool) {
 // keyName returns the name of key's node: the unpadded base64url encoding of the
 // key's bytes. Every key, whatever its bytes ('/', "..", NUL, invalid UTF-8), maps to
 // exactly one name of the characters A-Z a-z 0-9 - _, and distinct keys to distinct
-// names, so a key can neither escape Root nor alias another key.
+// names, so a key can neither escape Prefix nor alias another key.
 func keyName(key string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(key))
 }
@@ -161,17 +161,17 @@ func validID(id string) bool {
 	return true
 }
 
-// validateRoot checks Options.Root: an absolute ZooKeeper path of one or more
+// validatePrefix checks Options.Prefix: an absolute ZooKeeper path of one or more
 // components of the characters A-Z a-z 0-9 and -_.:@+=, (no "." or ".." component, no
 // trailing '/'), outside ZooKeeper's reserved /zookeeper.
-func validateRoot(root string) error {
+func validatePrefix(prefix string) error {
 	bad := func(why string) error {
-		return fmt.Errorf("%w: zklock: Options.Root %q %s", distlock.ErrInvalid, root, why)
+		return fmt.Errorf("%w: Options.Prefix %q %s", distlock.ErrInvalid, prefix, why)
 	}
-	if !strings.HasPrefix(root, "/") || root == "/" {
+	if !strings.HasPrefix(prefix, "/") || prefix == "/" {
 		return bad("must be an absolute path below / (such as /distlock)")
 	}
-	comps := strings.Split(root[1:], "/")
+	comps := strings.Split(prefix[1:], "/")
 	for _, c := range comps {
 		if c == "" {
 			return bad("has an empty component (a doubled or trailing '/')")

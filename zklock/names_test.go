@@ -76,16 +76,16 @@ func TestParseContender(t *testing.T) {
 	}
 }
 
-func TestValidateRoot(t *testing.T) {
+func TestValidatePrefix(t *testing.T) {
 	for _, good := range []string{"/distlock", "/a/b-c/d_e.f", "/x:y@z+1=2,3", "/zookeeper2"} {
-		if err := validateRoot(good); err != nil {
-			t.Errorf("validateRoot(%q): %v", good, err)
+		if err := validatePrefix(good); err != nil {
+			t.Errorf("validatePrefix(%q): %v", good, err)
 		}
 	}
 	for _, bad := range []string{"", "/", "distlock", "/a/", "//a", "/a//b", "/a/./b", "/a/..", "/zookeeper", "/zookeeper/x", "/a b", "/a\x00", "/ключ"} {
-		err := validateRoot(bad)
-		if !errors.Is(err, distlock.ErrInvalid) || !strings.Contains(err.Error(), "Options.Root") {
-			t.Errorf("validateRoot(%q) = %v; want ErrInvalid naming Options.Root", bad, err)
+		err := validatePrefix(bad)
+		if !errors.Is(err, distlock.ErrInvalid) || !strings.Contains(err.Error(), "Options.Prefix") {
+			t.Errorf("validatePrefix(%q) = %v; want ErrInvalid naming Options.Prefix", bad, err)
 		}
 	}
 }

@@ -17,22 +17,25 @@ import (
 // ephemeral-sequential node under the key's node and holds the lock when that node has
 // the lowest sequence number among the key's lock nodes; otherwise it deletes its node
 // and returns an error wrapping distlock.ErrLocked. The lease's Fence is the node's
-// czxid; its Expires is the request's start + min(ttl, 2/3 SessionTimeout -
-// TickTime/2) (see "How long a lease is held" in the package doc).
+// czxid; its Expires is the request's start + min(ttl, 2/3 S - TickTime/2), S the
+// granted session timeout (see "How long a lease is held" in the package doc).
 //
 // When ctx ends first, TryLock returns ctx's error at once and the attempt finishes in
 // the background, which deletes the node if it was created. A node whose create lost
 // its reply (the connection broke) is found again by its protected id: it is used, or
-// deleted, never left behind.
+// deleted, never left behind. Errors are *distlock.OpError.
 func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	fail := func(err error) (distlock.Lease, error) {
+		return distlock.Lease{}, opError("TryLock", key, err)
+	}
 	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
-		return distlock.Lease{}, fmt.Errorf("zklock: TryLock: %w", err)
+		return fail(err)
 	}
 	if err := distlock.ValidateTTL(ttl); err != nil {
-		return distlock.Lease{}, fmt.Errorf("zklock: TryLock(%s): %w", short(key), err)
+		return fail(err)
 	}
 	if err := ctx.Err(); err != nil {
-		return distlock.Lease{}, fmt.Errorf("zklock: TryLock(%s): %w", short(key), err)
+		return fail(err)
 	}
 	const (
 		pending int32 = iota
@@ -45,30 +48,34 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 	a := &attempt{l: l, key: key, keyPath: l.keyPath(key), id: distlock.NewToken(), start: start, ttl: ttl, abandon: ctx.Done()}
 	if !l.spawn(func() {
 		o, cleanup := a.run()
+		release := func() {
+			// Nobody will Unlock the lock that was won: release it.
+			node, session := o.node, o.session
+			cleanup = then(cleanup, func() { l.reapNode(node, session) })
+		}
+		if o.err == nil && !l.addHeld(o.lease.Token, &heldLease{node: o.node, session: o.session, least: o.least}) {
+			release() // Close ran meanwhile
+			o = a.fail(distlock.ErrClosed)
+		}
 		if state.CompareAndSwap(pending, delivered) {
 			res <- o
 		} else if o.err == nil {
-			// The caller gave up before the lock was won: release it.
-			prev := cleanup
-			cleanup = func() {
-				l.reapNode(o.node, o.session)
-				if prev != nil {
-					prev()
-				}
-			}
+			// The caller gave up before the lock was won.
+			l.dropHeld(o.lease.Token)
+			release()
 		}
 		if cleanup != nil {
 			cleanup()
 		}
 	}) {
-		return distlock.Lease{}, fmt.Errorf("zklock: TryLock(%s): %w", short(key), ErrClosed)
+		return fail(distlock.ErrClosed)
 	}
 	select {
 	case o := <-res:
 		return o.lease, o.err
 	case <-ctx.Done():
 		if state.CompareAndSwap(pending, abandoned) {
-			return distlock.Lease{}, fmt.Errorf("zklock: TryLock(%s): %w (the attempt finishes, and cleans up, in the background)", short(key), ctx.Err())
+			return fail(fmt.Errorf("%w (the attempt finishes, and cleans up, in the background)", ctx.Err()))
 		}
 		o := <-res
 		return o.lease, o.err
@@ -78,8 +85,9 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 // outcome is the result of an attempt.
 type outcome struct {
 	lease   distlock.Lease
-	node    string // the lock node, when won
-	session int64  // its session, when won
+	node    string        // the lock node, when won
+	session int64         // its session, when won
+	least   time.Duration // the smallest session timeout granted, when won
 	err     error
 }
 
@@ -109,7 +117,7 @@ func (a *attempt) abandoned() bool {
 // attempt is younger than the session timeout (a connection that stays down longer
 // than that has lost its session anyway).
 func (a *attempt) again(err error) bool {
-	if !retriable(err) || a.abandoned() || time.Since(a.start) > a.l.o.SessionTimeout {
+	if !retriable(err) || a.abandoned() || time.Since(a.start) > a.l.sess.Timeout() {
 		return false
 	}
 	a.backoff = min(max(2*a.backoff, retryMinBackoff), retryMaxBackoff)
@@ -126,7 +134,7 @@ func (a *attempt) again(err error) bool {
 }
 
 func (a *attempt) fail(err error) outcome {
-	return outcome{err: fmt.Errorf("zklock: TryLock(%s): %w", short(a.key), err)}
+	return outcome{err: opError("TryLock", a.key, err)}
 }
 
 // retriable reports whether a request failed because the connection broke (the
@@ -169,7 +177,7 @@ func (a *attempt) lock() (o outcome, cleanup func()) {
 		}
 		switch {
 		case errors.Is(err, zk.ErrNoNode):
-			// The key's node (or Root) does not exist yet, or was just removed.
+			// The key's node (or Prefix) does not exist yet, or was just removed.
 			if creates++; creates >= maxCreates {
 				return a.fail(err), cleanupIf(unknown, reapID)
 			}
@@ -238,7 +246,7 @@ func (a *attempt) lock() (o outcome, cleanup func()) {
 	}
 	if len(own) == 0 {
 		// Our node is gone: the session expired after the create.
-		return a.fail(fmt.Errorf("lock node %s vanished: the ZooKeeper session ended (%w)", node, zk.ErrSessionExpired)), reapID
+		return a.fail(fmt.Errorf("lock node %s vanished: the ZooKeeper session ended (%w)", node[len(a.keyPath)+1:], zk.ErrSessionExpired)), reapID
 	}
 	mine := own[0]
 	for _, c := range own[1:] {
@@ -254,7 +262,7 @@ func (a *attempt) lock() (o outcome, cleanup func()) {
 				cleanup = reapID
 			}
 		}
-		return outcome{err: fmt.Errorf("zklock: TryLock(%s): held by lock node %s: %w", short(a.key), lowest.name, distlock.ErrLocked)}, cleanup
+		return a.fail(fmt.Errorf("held by lock node %s: %w", lowest.name, distlock.ErrLocked)), cleanup
 	}
 
 	// 4. Won. Remove duplicates that lost replies left, and take the fence.
@@ -286,23 +294,24 @@ func (a *attempt) lock() (o outcome, cleanup func()) {
 		return a.fail(sr.err), then(cleanup, func() { l.reapNode(minePath, 0) })
 	}
 	if !sr.exists {
-		return a.fail(fmt.Errorf("lock node %s vanished: the ZooKeeper session ended (%w)", minePath, zk.ErrSessionExpired)), cleanup
+		return a.fail(fmt.Errorf("lock node %s vanished: the ZooKeeper session ended (%w)", mine.name, zk.ErrSessionExpired)), cleanup
 	}
 	h := handle{id: a.id, seq: mine.seq}
+	valid, least := l.validity(a.ttl)
 	lease := distlock.Lease{
 		Key:     a.key,
 		Token:   h.token(),
 		Fence:   uint64(sr.stat.Czxid),
-		Expires: a.start.Add(l.validity(a.ttl)),
+		Expires: a.start.Add(valid),
 	}
 	if !lease.Expires.After(time.Now()) {
 		// The answers came after the lease's validity ran out: a lease that has
 		// already expired is of no use, and its node must not keep the key.
 		owner := sr.stat.EphemeralOwner
-		return a.fail(fmt.Errorf("the lock was won, but its validity %v ran out before the answers came (%v after the request): the node is deleted", l.validity(a.ttl), time.Since(a.start).Round(time.Millisecond))),
+		return a.fail(fmt.Errorf("the lock was won, but its validity %v ran out before the answers came (%v after the request): the node is deleted", valid, time.Since(a.start).Round(time.Millisecond))),
 			then(cleanup, func() { l.reapNode(minePath, owner) })
 	}
-	return outcome{lease: lease, node: minePath, session: sr.stat.EphemeralOwner}, cleanup
+	return outcome{lease: lease, node: minePath, session: sr.stat.EphemeralOwner, least: least}, cleanup
 }
 
 // then returns a function that calls first (if not nil), then next. (A closure
@@ -349,7 +358,7 @@ func (l *Locker) findOwn(keyPath, id string) (string, error) {
 	return keyPath + "/" + best.name, nil
 }
 
-// ensureKeyNode creates Root's components (persistent) and keyPath (a container
+// ensureKeyNode creates Prefix's components (persistent) and keyPath (a container
 // node, which ZooKeeper deletes once it has had children and is empty again).
 func (l *Locker) ensureKeyNode(keyPath string) error {
 	create := func() error {
@@ -359,14 +368,14 @@ func (l *Locker) ensureKeyNode(keyPath string) error {
 		}
 		return err
 	}
-	if l.rootReady.Load() {
+	if l.prefixReady.Load() {
 		err := create()
 		if !errors.Is(err, zk.ErrNoNode) {
 			return err
 		}
-		l.rootReady.Store(false) // someone removed Root
+		l.prefixReady.Store(false) // someone removed Prefix
 	}
-	parts := strings.Split(l.o.Root[1:], "/")
+	parts := strings.Split(l.o.Prefix[1:], "/")
 	p := ""
 	for _, c := range parts {
 		p += "/" + c
@@ -375,6 +384,6 @@ func (l *Locker) ensureKeyNode(keyPath string) error {
 			return fmt.Errorf("create %s: %w", p, err)
 		}
 	}
-	l.rootReady.Store(true)
+	l.prefixReady.Store(true)
 	return create()
 }

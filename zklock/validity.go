@@ -7,19 +7,23 @@ import (
 )
 
 // leaseBound is how long after a confirmation's start (see confirm) the session is
-// certainly alive at whichever leader could expire it: the session timeout, minus
-// go-zookeeper's ping interval (a third of the session timeout) and the leader's ping
-// interval (half a tick), by which the leader's news of the session may be older
-// than start. The package doc ("How long a lease is held") gives the argument.
-func leaseBound(sessionTimeout, tickTime time.Duration) time.Duration {
-	return sessionTimeout - sessionTimeout/3 - tickTime/2
+// certainly alive at whichever leader could expire it: the session timeout (least,
+// the smallest one granted), minus go-zookeeper's ping interval (a third of the
+// session timeout; most, the largest one granted, gives the longest) and the
+// leader's ping interval (half a tick), by which the leader's news of the session
+// may be older than start. The package doc ("How long a lease is held") gives the
+// argument.
+func leaseBound(least, most, tickTime time.Duration) time.Duration {
+	return least - most/3 - tickTime/2
 }
 
 // validity is how long a lease is certainly held after a TryLock or Renew whose
 // quorum write (the create, or confirm's check) was sent at start and succeeded:
-// ttl, capped by leaseBound.
-func (l *Locker) validity(ttl time.Duration) time.Duration {
-	return min(ttl, leaseBound(l.o.SessionTimeout, l.o.TickTime))
+// ttl, capped by leaseBound. least is the smallest session timeout granted so far,
+// which the caller records with the lease (see Lost).
+func (l *Locker) validity(ttl time.Duration) (v, least time.Duration) {
+	least, most := l.sess.bounds()
+	return min(ttl, leaseBound(least, most, l.o.TickTime)), least
 }
 
 // confirm proves, through the leader, that node still exists, and returns its stat.

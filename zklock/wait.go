@@ -102,22 +102,20 @@ func (l *Locker) claimWait(keyPath string) string {
 // node (then that TryLock deletes it), or for at most a second. distlock.Lock calls
 // TryLock at once; a caller that does not delays the waiters behind it by that second.
 // A holder that ends without Unlock (its session expired) wakes the head as a release
-// does.
+// does. Errors are *distlock.OpError.
 func (l *Locker) Wait(ctx context.Context, key string) error {
-	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
-		return fmt.Errorf("zklock: Wait: %w", err)
-	}
 	locked := func(err error) error {
-		return fmt.Errorf("zklock: Wait(%s): %w", short(key), errors.Join(distlock.ErrLocked, err))
+		return opError("Wait", key, errors.Join(distlock.ErrLocked, err))
 	}
-	failed := func(err error) error {
-		return fmt.Errorf("zklock: Wait(%s): %w", short(key), err)
+	failed := func(err error) error { return opError("Wait", key, err) }
+	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+		return failed(err)
 	}
 	if err := ctx.Err(); err != nil {
 		return locked(err)
 	}
 	if l.isClosed() {
-		return failed(ErrClosed)
+		return failed(distlock.ErrClosed)
 	}
 	keyPath := l.keyPath(key)
 	free, err := call(ctx, func() (bool, error) {
@@ -156,7 +154,7 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 			l.reapNode(path, 0)
 		}
 	}) {
-		return failed(ErrClosed)
+		return failed(distlock.ErrClosed)
 	}
 	select {
 	case err := <-res:
@@ -196,7 +194,7 @@ func (l *Locker) queue(abandon <-chan struct{}, keyPath string) (path string, er
 	}
 	me, ok := parseWaiter(path[len(keyPath)+1:])
 	if !ok {
-		return path, fmt.Errorf("unexpected waiter node name %s", path)
+		return path, fmt.Errorf("unexpected waiter node name %s", path[len(keyPath)+1:])
 	}
 	for {
 		children, _, err := l.conn.Children(keyPath)
@@ -242,7 +240,7 @@ func (l *Locker) queue(abandon <-chan struct{}, keyPath string) (path string, er
 		case <-abandon:
 			return path, errAbandoned
 		case <-l.done:
-			return path, ErrClosed
+			return path, distlock.ErrClosed
 		}
 	}
 }
@@ -268,57 +266,4 @@ func (l *Locker) reapWaiterID(keyPath, id string) {
 		}
 		return true, nil
 	})
-}
-
-// Inspect returns the holder of key: the lowest lock node, its czxid as Fence and its
-// data as Owner (for another library's lock node, whatever that library stores).
-// ZooKeeper locks have no ttl on the server, so Expires is an estimate: now +
-// SessionTimeout, the soonest the key would free itself if its holder died now. It
-// returns an error wrapping distlock.ErrNotHeld when the key is free.
-func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, error) {
-	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
-		return distlock.Holder{}, fmt.Errorf("zklock: Inspect: %w", err)
-	}
-	fail := func(err error) (distlock.Holder, error) {
-		return distlock.Holder{}, fmt.Errorf("zklock: Inspect(%s): %w", short(key), err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fail(err)
-	}
-	if l.isClosed() {
-		return fail(ErrClosed)
-	}
-	keyPath := l.keyPath(key)
-	h, err := call(ctx, func() (distlock.Holder, error) {
-		for {
-			children, _, err := l.conn.Children(keyPath)
-			if errors.Is(err, zk.ErrNoNode) {
-				return distlock.Holder{}, fmt.Errorf("no lock node: %w", distlock.ErrNotHeld)
-			}
-			if err != nil {
-				return distlock.Holder{}, err
-			}
-			low, ok := lowest(children)
-			if !ok {
-				return distlock.Holder{}, fmt.Errorf("no lock node: %w", distlock.ErrNotHeld)
-			}
-			data, stat, err := l.conn.Get(keyPath + "/" + low.name)
-			if errors.Is(err, zk.ErrNoNode) {
-				continue // released meanwhile: look again
-			}
-			if err != nil {
-				return distlock.Holder{}, err
-			}
-			return distlock.Holder{
-				Key:     key,
-				Fence:   uint64(stat.Czxid),
-				Expires: time.Now().Add(l.o.SessionTimeout),
-				Owner:   string(data),
-			}, nil
-		}
-	})
-	if err != nil {
-		return fail(err)
-	}
-	return h, nil
 }

@@ -2,9 +2,7 @@ package zklock
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,17 +12,8 @@ import (
 	"github.com/distlock/distlock"
 )
 
-// Limits and defaults.
-const (
-	// DefaultRoot is the parent of every key's node when Options.Root is empty.
-	DefaultRoot = "/distlock"
-	// MaxKeyLen is the longest key, in bytes. A key's node is named by the base64url
-	// encoding of its bytes (4/3 as long), and every request about a lock carries
-	// that name, far below ZooKeeper's 1 MiB packet limit (jute.maxbuffer).
-	MaxKeyLen = 4096
-	// MaxOwnerLen is the longest Options.Owner label, in bytes.
-	MaxOwnerLen = 256
-)
+// backend is the Backend of every *distlock.OpError this package returns.
+const backend = "zklock"
 
 // maxCreates bounds the creates of one TryLock that find the key's node missing (it
 // raced with ZooKeeper's removal of the empty container).
@@ -36,88 +25,8 @@ const (
 	retryMaxBackoff = 100 * time.Millisecond
 )
 
-// ErrClosed is returned by the methods of a Locker after Close.
-var ErrClosed = errors.New("zklock: Locker is closed")
-
-// Options configure a Locker. SessionTimeout is required; every other zero field
-// means its default.
-type Options struct {
-	// SessionTimeout is the session timeout that the ZooKeeper server granted to the
-	// connection: the timeout passed to zk.Connect, unless the server clamped it to
-	// its [minSessionTimeout, maxSessionTimeout] (by default 2 and 20 ticks). It must
-	// not be larger than the granted timeout, because a lease's Expires is derived
-	// from it so that it never outlives the session (see "How long a lease is
-	// held" in the package doc); a *zk.Conn does not tell the granted value, so the
-	// Locker must be told. Required.
-	SessionTimeout time.Duration
-	// TickTime is the servers' tickTime, or an upper bound of it. The leader learns
-	// that a session on a follower is alive only from the follower's answers to its
-	// pings, which it sends every TickTime/2, so a lease's validity is reduced by
-	// that much (see the package doc). Zero means SessionTimeout/2: a server grants
-	// no session timeout below its minSessionTimeout, which is 2 ticks unless
-	// configured. Set it when the servers' minSessionTimeout is below 2 ticks (then
-	// the default is too small, and Expires unsound), or to the actual tickTime to
-	// get longer leases. It must be positive and below 4/3 of SessionTimeout.
-	TickTime time.Duration
-	// Root is the persistent node under which every key gets its node. Lockers with
-	// different roots never see each other's locks. An absolute path of components of
-	// A-Z a-z 0-9 and -_.:@+=, outside /zookeeper. Default DefaultRoot.
-	Root string
-	// ACL is the ACL of every node the Locker creates (Root's components, the key
-	// nodes, the lock nodes). Default zk.WorldACL(zk.PermAll).
-	ACL []zk.ACL
-	// Owner is a label stored as the data of every lock node this Locker creates;
-	// Inspect reports it. It is for people, not for the owner check (that uses the
-	// Lease's Token). At most MaxOwnerLen bytes. Default "<hostname>:<pid>".
-	Owner string
-	// DisconnectGrace is how long the connection to ZooKeeper may be down before
-	// the Lost channels of this Locker's leases close ("suspended" means "maybe
-	// lost"). Zero means at once, as Curator's default error policy treats
-	// SUSPENDED like LOST. A larger grace keeps leases (and the work under Hold)
-	// across short disconnections; the lease's Expires bounds it in any case. It must
-	// not be negative.
-	DisconnectGrace time.Duration
-}
-
-// withDefaults returns o with its zero fields filled in, or an error wrapping
-// distlock.ErrInvalid that names the bad option.
-func (o *Options) withDefaults() (Options, error) {
-	var r Options
-	if o != nil {
-		r = *o
-	}
-	if r.SessionTimeout <= 0 {
-		return r, fmt.Errorf("%w: zklock: Options.SessionTimeout %v: it is required and must be positive (the session timeout that the server granted the zk.Conn)", distlock.ErrInvalid, r.SessionTimeout)
-	}
-	if r.TickTime == 0 {
-		r.TickTime = r.SessionTimeout / 2
-	}
-	if r.TickTime < 0 || leaseBound(r.SessionTimeout, r.TickTime) <= 0 {
-		return r, fmt.Errorf("%w: zklock: Options.TickTime %v: it must be positive and below 4/3 of SessionTimeout %v (a lease's validity is 2/3 of the session timeout minus half a tick)", distlock.ErrInvalid, r.TickTime, r.SessionTimeout)
-	}
-	if r.Root == "" {
-		r.Root = DefaultRoot
-	}
-	if err := validateRoot(r.Root); err != nil {
-		return r, err
-	}
-	if len(r.ACL) == 0 {
-		r.ACL = zk.WorldACL(zk.PermAll)
-	}
-	if r.Owner == "" {
-		r.Owner = distlock.DefaultOwner()
-	}
-	if len(r.Owner) > MaxOwnerLen {
-		return r, fmt.Errorf("%w: zklock: Options.Owner of %d bytes is longer than %d bytes", distlock.ErrInvalid, len(r.Owner), MaxOwnerLen)
-	}
-	if r.DisconnectGrace < 0 {
-		return r, fmt.Errorf("%w: zklock: Options.DisconnectGrace %v is negative", distlock.ErrInvalid, r.DisconnectGrace)
-	}
-	return r, nil
-}
-
 // A Locker takes leases on keys as ephemeral-sequential nodes of one ZooKeeper
-// session (one *zk.Conn). It implements distlock.Locker, distlock.Waiter,
+// session (a Session). It implements distlock.Locker, distlock.Waiter,
 // distlock.Inspector and distlock.LossNotifier, and is safe for concurrent use.
 //
 // Each TryLock and Wait runs its ZooKeeper requests in a goroutine of the Locker, so
@@ -125,11 +34,12 @@ func (o *Options) withDefaults() (Options, error) {
 // up) in the background. The Locker's other goroutines remove nodes that a cancelled
 // or failed call left behind, and watch the session for Lost. Close stops them all.
 type Locker struct {
+	sess *Session
 	conn *zk.Conn
 	o    Options
 	data []byte // the lock nodes' data: Owner
 
-	rootReady atomic.Bool // Root's components exist (as far as we know)
+	prefixReady atomic.Bool // Prefix's components exist (as far as we know)
 
 	mu         sync.Mutex
 	closed     bool
@@ -138,10 +48,19 @@ type Locker struct {
 	quitOnce   sync.Once
 	quitTimer  *time.Timer
 	wg         sync.WaitGroup
+	held       map[string]*heldLease     // leases that TryLock returned and that may still be held, by Token
 	subs       map[string]*sub           // Lost subscriptions, by Token
 	dead       map[string]struct{}       // Tokens declared lost whose node is being removed
 	pending    map[string][]*pendingWait // waiter nodes for TryLock to claim, by key path
 	monitoring bool                      // the monitor goroutine runs
+}
+
+// A heldLease is a lease that this Locker's TryLock returned and that no Unlock,
+// Renew or loss has found released yet: Close deletes its node.
+type heldLease struct {
+	node    string
+	session int64         // the node's owner
+	least   time.Duration // the smallest session timeout granted when Expires was last set
 }
 
 var (
@@ -151,54 +70,71 @@ var (
 	_ distlock.LossNotifier = (*Locker)(nil)
 )
 
-// New returns a Locker that uses conn's session. opts must set SessionTimeout (see
-// Options); New returns an error wrapping distlock.ErrInvalid, naming the bad value,
-// when conn is nil or an option is invalid.
+// New returns a Locker that takes its leases in s's session, whose granted session
+// timeout bounds every lease's Expires (see "How long a lease is held" in the package
+// doc). A nil opts means all defaults. It returns an *distlock.OpError (Op "New")
+// wrapping distlock.ErrInvalid, naming the bad value, when s is nil or an option is
+// invalid. New does no I/O.
 //
-// New does not take over conn: the caller closes it, after (or instead of) Close.
-// The Locker observes the session through conn.State and conn.SessionID, so the
-// caller keeps zk.Connect's event channel (go-zookeeper never blocks on it).
-func New(conn *zk.Conn, opts *Options) (*Locker, error) {
-	o, err := opts.withDefaults()
-	if err != nil {
-		return nil, err
+// New does not take over s: the caller closes it, after (or instead of) the Locker's
+// Close.
+func New(s *Session, opts *Options) (*Locker, error) {
+	fail := func(err error) (*Locker, error) {
+		return nil, &distlock.OpError{Backend: backend, Op: "New", Err: err}
 	}
-	if conn == nil {
-		return nil, fmt.Errorf("%w: zklock: nil *zk.Conn", distlock.ErrInvalid)
+	if s == nil || s.conn == nil {
+		return fail(fmt.Errorf("%w: nil *zklock.Session (make one with zklock.Connect)", distlock.ErrInvalid))
+	}
+	least, _ := s.bounds()
+	o, err := opts.withDefaults(least)
+	if err != nil {
+		return fail(err)
 	}
 	return &Locker{
-		conn:    conn,
+		sess:    s,
+		conn:    s.conn,
 		o:       o,
 		data:    []byte(o.Owner),
 		done:    make(chan struct{}),
 		quit:    make(chan struct{}),
+		held:    make(map[string]*heldLease),
 		subs:    make(map[string]*sub),
 		dead:    make(map[string]struct{}),
 		pending: make(map[string][]*pendingWait),
 	}, nil
 }
 
-// Close stops the Locker: calls in flight return (a Wait with ErrClosed at once), as
-// does every later call, with ErrClosed, and every Lost channel closes. With the
-// zk.Conn still open, Close then deletes the nodes that only the Locker would have
-// deleted, so that they do not keep the key for the rest of the session: the waiter
-// nodes of its Waits, the lock nodes of leases watched through Lost (Close reports
-// them lost), and nodes that cancelled or failed calls left. It waits for that, and
-// for requests in flight, and gives up after SessionTimeout if the connection stays
-// down. Closing the zk.Conn first makes Close return at once (the session's end
-// deletes all its nodes). Close does not close the zk.Conn; leases that are not
-// watched stay held until Unlock (before Close) or the session's end.
+// Close stops the Locker: calls in flight return (a Wait with distlock.ErrClosed at
+// once), as does every later call, with an error wrapping distlock.ErrClosed, and every
+// Lost channel closes. With the connection still open, Close then deletes every node
+// that the Locker made and that would otherwise keep a key for the rest of the
+// session: the lock nodes of the leases it holds (Close releases them: nobody could
+// Unlock them any more), including those of calls in flight (an Unlock whose outcome
+// is unknown, a TryLock that wins as Close runs: it returns ErrClosed), the waiter
+// nodes of its Waits, and nodes that cancelled or failed calls left. It waits for
+// that, and for requests in flight, and gives up after the session timeout if the
+// connection stays down (by then the server expires the session, which deletes its
+// nodes). Closing the Session first makes Close return at once. Close does not close
+// the Session. A second Close returns nil.
 func (l *Locker) Close() error {
 	l.mu.Lock()
 	first := !l.closed
 	if first {
 		l.closed = true
 		close(l.done)
+		reaped := make(map[string]bool)
 		for tok, s := range l.subs {
 			close(s.ch)
 			delete(l.subs, tok)
 			owner := l.owner(s)
+			reaped[s.node] = true
 			l.cleanupLocked(func() { l.reapNode(s.node, owner) })
+		}
+		for tok, h := range l.held {
+			delete(l.held, tok)
+			if !reaped[h.node] {
+				l.cleanupLocked(func() { l.reapNode(h.node, h.session) })
+			}
 		}
 		for kp, ws := range l.pending {
 			for _, w := range ws {
@@ -207,7 +143,7 @@ func (l *Locker) Close() error {
 			}
 			delete(l.pending, kp)
 		}
-		l.quitTimer = time.AfterFunc(l.o.SessionTimeout, l.stopCleanup)
+		l.quitTimer = time.AfterFunc(l.sess.Timeout(), l.stopCleanup)
 	}
 	l.mu.Unlock()
 	l.wg.Wait()
@@ -267,15 +203,31 @@ func (l *Locker) isClosed() bool {
 	}
 }
 
-// keyPath returns the path of key's node.
-func (l *Locker) keyPath(key string) string { return l.o.Root + "/" + keyName(key) }
-
-// short returns key for messages, cut to 64 bytes.
-func short(key string) string {
-	if len(key) > 64 {
-		return strconv.Quote(key[:64]) + "..."
+// addHeld records a lease that TryLock won; it returns false after Close (the caller
+// deletes the node).
+func (l *Locker) addHeld(token string, h *heldLease) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
 	}
-	return strconv.Quote(key)
+	l.held[token] = h
+	return true
+}
+
+// dropHeld forgets a lease that is released, lost or found not held.
+func (l *Locker) dropHeld(token string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.held, token)
+}
+
+// keyPath returns the path of key's node.
+func (l *Locker) keyPath(key string) string { return l.o.Prefix + "/" + keyName(key) }
+
+// opError returns the error of a failed call: an *distlock.OpError.
+func opError(op, key string, err error) error {
+	return &distlock.OpError{Backend: backend, Op: op, Key: key, Err: err}
 }
 
 // call runs f, which makes ZooKeeper requests, and returns its result, or ctx's error

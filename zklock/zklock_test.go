@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testenv"
@@ -26,12 +27,14 @@ func ctxT(t *testing.T) context.Context {
 // uniqueKey returns a key no other test uses.
 func uniqueKey(t *testing.T) string { return t.Name() + "-" + distlock.NewToken()[:10] }
 
-// keyPath is where the Locker keeps key under the default Root.
+// keyPath is where the Locker keeps key under the default Prefix.
 func keyPath(key string) string {
-	return zklock.DefaultRoot + "/" + base64.RawURLEncoding.EncodeToString([]byte(key))
+	return zklock.DefaultPrefix + "/" + base64.RawURLEncoding.EncodeToString([]byte(key))
 }
 
-// children lists keyPath's children through conn (none when it does not exist).
+// children lists path's children through conn (none when it does not exist). An
+// error fails t, without stopping it: conditions of require.Eventually, which run
+// in another goroutine, call it too.
 func children(t *testing.T, conn *zk.Conn, path string) []string {
 	t.Helper()
 	ch, _, err := conn.Children(path)
@@ -39,58 +42,51 @@ func children(t *testing.T, conn *zk.Conn, path string) []string {
 		return nil
 	}
 	if err != nil {
-		t.Fatalf("Children(%s): %v", path, err)
+		t.Errorf("Children(%s): %v", path, err)
 	}
 	return ch
 }
 
-// eventually polls cond every 10ms until it holds or d passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(10 * time.Millisecond) // polling pace, bounded by the deadline
-	}
-}
-
 func TestNewValidatesOptions(t *testing.T) {
-	conn := connect(t, standaloneAddrs(), sessionTimeout)
-	defer conn.Close()
-	st := sessionTimeout
+	sess := connectSession(t, standaloneAddrs(), sessionTimeout)
+	defer sess.Close()
 	for _, tc := range []struct {
 		name string
-		conn *zk.Conn
+		sess *zklock.Session
 		opts *zklock.Options
 		want string
 	}{
-		{"nil options", conn, nil, "SessionTimeout"},
-		{"no session timeout", conn, &zklock.Options{Root: "/x"}, "SessionTimeout"},
-		{"negative session timeout", conn, &zklock.Options{SessionTimeout: -time.Second}, "SessionTimeout"},
-		{"nil conn", nil, &zklock.Options{SessionTimeout: st}, "zk.Conn"},
-		{"relative root", conn, &zklock.Options{SessionTimeout: st, Root: "distlock"}, "Root"},
-		{"root with ..", conn, &zklock.Options{SessionTimeout: st, Root: "/a/../b"}, "Root"},
-		{"reserved root", conn, &zklock.Options{SessionTimeout: st, Root: "/zookeeper/locks"}, "Root"},
-		{"long owner", conn, &zklock.Options{SessionTimeout: st, Owner: strings.Repeat("o", zklock.MaxOwnerLen+1)}, "Owner"},
-		{"negative grace", conn, &zklock.Options{SessionTimeout: st, DisconnectGrace: -1}, "DisconnectGrace"},
-		{"negative tick", conn, &zklock.Options{SessionTimeout: st, TickTime: -1}, "TickTime"},
-		{"tick leaves no validity", conn, &zklock.Options{SessionTimeout: 3 * time.Second, TickTime: 4 * time.Second}, "TickTime"},
+		{"nil session", nil, nil, "nil *zklock.Session"},
+		{"zero session", &zklock.Session{}, nil, "nil *zklock.Session"},
+		{"relative prefix", sess, &zklock.Options{Prefix: "distlock"}, `Options.Prefix "distlock"`},
+		{"prefix with ..", sess, &zklock.Options{Prefix: "/a/../b"}, `Options.Prefix "/a/../b"`},
+		{"reserved prefix", sess, &zklock.Options{Prefix: "/zookeeper/locks"}, `Options.Prefix "/zookeeper/locks"`},
+		{"long owner", sess, &zklock.Options{Owner: strings.Repeat("o", zklock.MaxOwnerLen+1)}, "Options.Owner of 257 bytes"},
+		{"negative grace", sess, &zklock.Options{DisconnectGrace: -1}, "Options.DisconnectGrace -1ns"},
+		{"negative tick", sess, &zklock.Options{TickTime: -1}, "Options.TickTime -1ns"},
+		// 2/3 of the granted 2s minus half a tick of 3s leaves nothing.
+		{"tick leaves no validity", sess, &zklock.Options{TickTime: 3 * time.Second}, "Options.TickTime 3s"},
 	} {
-		l, err := zklock.New(tc.conn, tc.opts)
-		if !errors.Is(err, distlock.ErrInvalid) || !strings.Contains(err.Error(), tc.want) || l != nil {
-			t.Errorf("%s: New = %v, %v; want ErrInvalid naming %s", tc.name, l, err, tc.want)
-		}
+		l, err := zklock.New(tc.sess, tc.opts)
+		require.Nil(t, l, tc.name)
+		require.ErrorIs(t, err, distlock.ErrInvalid, tc.name)
+		require.ErrorContains(t, err, tc.want, tc.name)
+		var oe *distlock.OpError
+		require.ErrorAs(t, err, &oe, tc.name)
+		require.Equal(t, "zklock", oe.Backend, tc.name)
+		require.Equal(t, "New", oe.Op, tc.name)
 	}
+	l, err := zklock.New(sess, nil)
+	require.NoError(t, err, "nil Options are the defaults")
+	require.NoError(t, l.Close())
 }
 
-// TestLayout: keys live as base64url-named container nodes under Root, lock nodes are
+// TestLayout: keys live as base64url-named container nodes under Prefix, lock nodes are
 // protected ephemeral-sequential children holding the owner label, and the Fence is
 // the lock node's czxid.
 func TestLayout(t *testing.T) {
 	root := "/distlock-layout/" + distlock.NewToken()
-	a := newClient(t, standaloneAddrs(), sessionTimeout, &zklock.Options{Root: root, Owner: "worker-7"}, false)
+	a := newClient(t, standaloneAddrs(), sessionTimeout, &zklock.Options{Prefix: root, Owner: "worker-7"}, false)
 	obs := newClient(t, standaloneAddrs(), sessionTimeout, nil, false).conn
 	key := "../../zookeeper/\x00"
 	lease, err := a.l.TryLock(ctxT(t), key, time.Minute)
@@ -110,7 +106,7 @@ func TestLayout(t *testing.T) {
 		t.Fatalf("lock node data %q owner %#x czxid %d; want worker-7, session %#x, Fence %d", data, stat.EphemeralOwner, stat.Czxid, a.conn.SessionID(), lease.Fence)
 	}
 	if keys := children(t, obs, root); len(keys) != 1 {
-		t.Fatalf("Root holds %v; want the one key node", keys)
+		t.Fatalf("Prefix holds %v; want the one key node", keys)
 	}
 	h, err := a.l.Inspect(ctxT(t), key)
 	if err != nil || h.Owner != "worker-7" || h.Fence != lease.Fence || h.Key != key {
@@ -188,7 +184,7 @@ func TestForeignChildrenIgnored(t *testing.T) {
 	key := uniqueKey(t)
 	kp := keyPath(key)
 	acl := zk.WorldACL(zk.PermAll)
-	for _, p := range []string{zklock.DefaultRoot, kp} {
+	for _, p := range []string{zklock.DefaultPrefix, kp} {
 		if _, err := a.conn.Create(p, nil, zk.FlagPersistent, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			t.Fatal(err)
 		}
@@ -249,7 +245,7 @@ func TestExcludesZkLock(t *testing.T) {
 	bwoke := make(chan error, 1)
 	bctx := ctxT(t)
 	go func() { bwoke <- b.l.Wait(bctx, key) }()
-	eventually(t, 5*time.Second, "the zklock waiter queued", func() bool { return len(children(t, a.conn, keyPath(key))) == 2 })
+	require.Eventually(t, func() bool { return len(children(t, a.conn, keyPath(key))) == 2 }, 5*time.Second, 10*time.Millisecond, "the zklock waiter queued")
 	got := make(chan error, 1)
 	go func() { got <- zl.Lock() }()
 	select {
@@ -344,15 +340,13 @@ func TestSuspendedIsLost(t *testing.T) {
 		t.Fatalf("cause %v; want ErrNotHeld", context.Cause(held.Context()))
 	}
 	a.heal()
-	if err := waitState(a.conn, zk.StateHasSession, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	requireState(t, a.conn, zk.StateHasSession, 10*time.Second)
 	if a.conn.SessionID() != session {
 		t.Fatalf("the session did not survive a short cut (%#x -> %#x); the test needs it to", session, a.conn.SessionID())
 	}
-	eventually(t, 5*time.Second, "the Locker deletes the node of a lease reported lost", func() bool {
+	require.Eventually(t, func() bool {
 		return len(children(t, b.conn, keyPath(key))) == 0
-	})
+	}, 5*time.Second, 10*time.Millisecond, "the Locker deletes the node of a lease reported lost")
 	if _, err := a.l.Renew(ctxT(t), lease, sessionTimeout); !errors.Is(err, distlock.ErrNotHeld) {
 		t.Fatalf("Renew of a lease reported lost: %v; want ErrNotHeld", err)
 	}
@@ -381,14 +375,10 @@ func TestDisconnectGrace(t *testing.T) {
 	defer held.Release(context.Background())
 	lost := a.l.Lost(lease)
 	a.cut()
-	if err := waitState(a.conn, zk.StateConnecting, 5*time.Second); err != nil {
-		t.Fatalf("the cut did not drop the connection: %v", err)
-	}
+	requireState(t, a.conn, zk.StateConnecting, 5*time.Second)
 	time.Sleep(300 * time.Millisecond) // a short outage, well within the grace
 	a.heal()
-	if err := waitState(a.conn, zk.StateHasSession, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	requireState(t, a.conn, zk.StateHasSession, 10*time.Second)
 	select {
 	case <-lost:
 		t.Fatal("Lost closed after a disconnection shorter than DisconnectGrace")
@@ -409,38 +399,56 @@ func TestDisconnectGrace(t *testing.T) {
 	}
 }
 
-// TestClose: after Close every method fails with ErrClosed and Lost channels close.
+// TestClose: after Close every method fails with an *OpError wrapping
+// distlock.ErrClosed, Lost channels close, a second Close returns nil, and the key is
+// free for others at once: Close released the lease, although the Session lives on.
 func TestClose(t *testing.T) {
 	a := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
+	b := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
 	key := uniqueKey(t)
 	lease, err := a.l.TryLock(ctxT(t), key, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	lost := a.l.Lost(lease)
-	if err := a.l.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.l.Close())
+	require.NoError(t, a.l.Close(), "a second Close")
 	select {
 	case <-lost:
 	default:
 		t.Fatal("Lost open after Close")
 	}
-	if _, err := a.l.TryLock(ctxT(t), key, time.Minute); !errors.Is(err, zklock.ErrClosed) {
-		t.Fatalf("TryLock after Close: %v", err)
+	requireClosed := func(op string, err error) {
+		t.Helper()
+		require.ErrorIs(t, err, distlock.ErrClosed, op)
+		var oe *distlock.OpError
+		require.ErrorAs(t, err, &oe, op)
+		require.Equal(t, op, oe.Op)
+		require.Equal(t, key, oe.Key, op)
 	}
-	if _, err := a.l.Renew(ctxT(t), lease, time.Minute); !errors.Is(err, zklock.ErrClosed) {
-		t.Fatalf("Renew after Close: %v", err)
-	}
-	if err := a.l.Unlock(ctxT(t), lease); !errors.Is(err, zklock.ErrClosed) {
-		t.Fatalf("Unlock after Close: %v", err)
-	}
-	if err := a.l.Wait(ctxT(t), key); !errors.Is(err, zklock.ErrClosed) {
-		t.Fatalf("Wait after Close: %v", err)
-	}
-	if _, err := a.l.Inspect(ctxT(t), key); !errors.Is(err, zklock.ErrClosed) {
-		t.Fatalf("Inspect after Close: %v", err)
-	}
+	_, err = a.l.TryLock(ctxT(t), key, time.Minute)
+	requireClosed("TryLock", err)
+	_, err = a.l.Renew(ctxT(t), lease, time.Minute)
+	requireClosed("Renew", err)
+	requireClosed("Unlock", a.l.Unlock(ctxT(t), lease))
+	requireClosed("Wait", a.l.Wait(ctxT(t), key))
+	_, err = a.l.Inspect(ctxT(t), key)
+	requireClosed("Inspect", err)
+	require.Equal(t, zk.StateHasSession, a.conn.State(), "the test needs A's session alive")
+	lb, err := b.l.TryLock(ctxT(t), key, time.Minute)
+	require.NoError(t, err, "TryLock of a key whose holder's Locker was closed")
+	require.NoError(t, b.l.Unlock(ctxT(t), lb))
+}
+
+// TestCloseReleasesUnwatchedLeases: Close deletes the nodes of every lease that its
+// Locker holds, not only of those watched through Lost, so that no key stays locked
+// for the rest of a session that outlives the Locker (nobody could Unlock it).
+func TestCloseReleasesUnwatchedLeases(t *testing.T) {
+	a := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
+	key := uniqueKey(t)
+	_, err := a.l.TryLock(ctxT(t), key, time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, a.l.Close())
+	require.Equal(t, zk.StateHasSession, a.conn.State(), "the test needs A's session alive")
+	require.Empty(t, children(t, a.conn, keyPath(key)), "lock nodes left after Close with the session open")
 }
 
 // TestWaitQueue: waiters queue up; a release wakes only the head (no herd), in the
@@ -473,7 +481,7 @@ func TestWaitQueue(t *testing.T) {
 		woke[i] = make(chan error, 1)
 		ctx := ctxT(t)
 		go func() { woke[i] <- waiters[i].l.Wait(ctx, key) }()
-		eventually(t, 5*time.Second, fmt.Sprintf("waiter %d queued", i), waitersQueued(i+1))
+		require.Eventually(t, waitersQueued(i+1), 5*time.Second, 10*time.Millisecond, fmt.Sprintf("waiter %d queued", i))
 	}
 	// expectWoken checks that waiter i wakes, and no other.
 	expectWoken := func(i int, what string) {
@@ -505,7 +513,7 @@ func TestWaitQueue(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the woken head's TryLock: %v", err)
 	}
-	eventually(t, 5*time.Second, "the head's waiter node removed by its TryLock", waitersQueued(n-1))
+	require.Eventually(t, waitersQueued(n-1), 5*time.Second, 10*time.Millisecond, "the head's waiter node removed by its TryLock")
 	select {
 	case err := <-woke[1]:
 		t.Fatalf("waiter 1 woke (%v) while waiter 0 holds the key", err)
@@ -523,5 +531,5 @@ func TestWaitQueue(t *testing.T) {
 		t.Fatalf("waiter 2 woke %v after waiter 1 let its turn pass", d)
 	}
 	expectWoken(3, "waiter 2 let its turn pass too")
-	eventually(t, 5*time.Second, "the lapsed waiter nodes removed", waitersQueued(0))
+	require.Eventually(t, waitersQueued(0), 5*time.Second, 10*time.Millisecond, "the lapsed waiter nodes removed")
 }

@@ -19,16 +19,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-zookeeper/zk"
-
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/zklock"
 )
 
-// sessionTimeout is the ZooKeeper session timeout, and the lease's ttl: a lock lives
-// as long as its session. It must lie within the server's [minSessionTimeout,
-// maxSessionTimeout] (by default 2 and 20 ticks: 4s to 40s), or the server grants
-// another value.
+// sessionTimeout is the ZooKeeper session timeout the example asks for: a lock lives
+// as long as its session. The server clamps it to its [minSessionTimeout,
+// maxSessionTimeout] (by default 2 and 20 ticks: 4s to 40s); Connect reports the
+// granted one, which the Locker counts with and the example takes as the lease's ttl.
 const sessionTimeout = 10 * time.Second
 
 func main() {
@@ -38,17 +36,19 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
-	conn, _, err := zk.Connect(strings.Split(*servers, ","), sessionTimeout)
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	sess, err := zklock.Connect(cctx, strings.Split(*servers, ","), sessionTimeout, nil)
+	cancel()
 	if err != nil {
 		fail(err)
 	}
-	defer conn.Close()
-	locker, err := zklock.New(conn, &zklock.Options{SessionTimeout: sessionTimeout})
+	defer sess.Close()
+	locker, err := zklock.New(sess, nil)
 	if err != nil {
 		fail(err)
 	}
 	defer locker.Close()
-	report(distlock.Do(ctx, locker, *key, doOptions(), job))
+	report(distlock.Do(ctx, locker, *key, doOptions(sess.Timeout()), job))
 }
 
 // job is the work that must not run on two instances at once. ctx ends if the
@@ -63,9 +63,9 @@ func job(ctx context.Context) error {
 	}
 }
 
-func doOptions() *distlock.DoOptions {
+func doOptions(ttl time.Duration) *distlock.DoOptions {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	return &distlock.DoOptions{TTL: sessionTimeout, Observer: distlock.Observer{Logger: logger}}
+	return &distlock.DoOptions{TTL: ttl, Observer: distlock.Observer{Logger: logger}}
 }
 
 func report(err error) {

@@ -1,0 +1,75 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/distlock/distlock"
+)
+
+// Renew checks, through the leader, that the lease's lock node still exists and
+// belongs to this Locker's current session, and returns the lease with Expires =
+// start + min(ttl, 2/3 S - TickTime/2), S the granted session timeout and start taken
+// before the check (see "How long a lease is held" in the package doc). The check is a
+// write that a quorum commits and that changes nothing: ZooKeeper keeps the lock for
+// as long as the session lives, so there is nothing to extend (or shorten), and a
+// Renew whose outcome is unknown leaves the server as it was. It returns an error
+// wrapping distlock.ErrNotHeld when the node is gone, belongs to another session (the
+// one that created it ended, or the lease is another client's), or the lease was
+// reported lost (see Lost). Errors are *distlock.OpError.
+func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
+	_, node, err := l.leaseNode("Renew", lease)
+	if err != nil {
+		return distlock.Lease{}, err
+	}
+	fail := func(err error) (distlock.Lease, error) {
+		return distlock.Lease{}, opError("Renew", lease.Key, err)
+	}
+	if err := distlock.ValidateTTL(ttl); err != nil {
+		return fail(err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	if l.isClosed() {
+		return fail(distlock.ErrClosed)
+	}
+	if err := l.checkDead(lease.Token); err != nil {
+		return fail(err)
+	}
+	start := time.Now()
+	stat, err := call(ctx, func() (*zk.Stat, error) { return l.confirm(node) })
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		l.notHeld(lease.Token)
+		return fail(fmt.Errorf("lock node is gone: %w", distlock.ErrNotHeld))
+	case errors.Is(err, zk.ErrSessionExpired):
+		l.notHeld(lease.Token)
+		return fail(fmt.Errorf("the ZooKeeper session expired: %w", distlock.ErrNotHeld))
+	case err != nil:
+		return fail(err)
+	case uint64(stat.Czxid) != lease.Fence:
+		return fail(fmt.Errorf("the lock node was not created by this lease's acquisition: %w", distlock.ErrNotHeld))
+	}
+	// Read the session after the reply: a session that expired meanwhile has already
+	// been replaced on the connection.
+	if sid := l.conn.SessionID(); stat.EphemeralOwner != sid {
+		l.notHeld(lease.Token)
+		return fail(fmt.Errorf("the lock node belongs to ZooKeeper session %#x, not to this client's session %#x (it ended, or the lease is another client's): %w", stat.EphemeralOwner, sid, distlock.ErrNotHeld))
+	}
+	if err := l.checkDead(lease.Token); err != nil {
+		return fail(err)
+	}
+	valid, least := l.validity(ttl)
+	next := lease
+	next.Expires = start.Add(valid)
+	if !next.Expires.After(time.Now()) {
+		return fail(fmt.Errorf("the answers came %v after the request, after the validity %v ran out; the lease is as it was", time.Since(start).Round(time.Millisecond), valid))
+	}
+	l.renewed(lease.Token, next.Expires, least)
+	return next, nil
+}
