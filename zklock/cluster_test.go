@@ -264,7 +264,8 @@ func TestClusterFaultUnderHolder(t *testing.T) {
 			}()
 			type win struct {
 				lease    distlock.Lease
-				acquired time.Time
+				acquired time.Time // the winning TryLock began
+				returned time.Time // it returned
 				err      error
 			}
 			won := make(chan win, 1)
@@ -282,7 +283,7 @@ func TestClusterFaultUnderHolder(t *testing.T) {
 					l, err := d.l.TryLock(ctx, key, sessionTimeout)
 					cancel()
 					if err == nil {
-						won <- win{lease: l, acquired: attempt}
+						won <- win{lease: l, acquired: attempt, returned: time.Now()}
 						return
 					}
 					time.Sleep(5 * time.Millisecond) // contention pace
@@ -323,7 +324,13 @@ func TestClusterFaultUnderHolder(t *testing.T) {
 			kept := relErr == nil
 			t.Logf("C kept its lease across the fault: %v (Release: %v; %d renewals); D acquired %v after the fault began, %v after C's Release began",
 				kept, relErr, renews, w.acquired.Sub(faulted).Round(time.Millisecond), w.acquired.Sub(released).Round(time.Millisecond))
-			if w.acquired.Before(released) && (w.acquired.Before(latest) || !ctxEnd.Before(w.acquired)) {
+			// D acquired before C's Release began if its TryLock returned before it. A
+			// TryLock that began before and returned after acquired after the release
+			// when C's Unlock deleted C's node (the node existed until then, and D wins
+			// only once no lower node is left); when C's lease was lost, its node may
+			// have gone earlier: count D's attempt start then.
+			before := w.returned.Before(released) || relErr != nil && w.acquired.Before(released)
+			if before && (w.acquired.Before(latest) || !ctxEnd.Before(w.acquired)) {
 				t.Errorf("D acquired while C held: %v before C's latest Expires, C's Held.Context ended %v after", latest.Sub(w.acquired).Round(time.Millisecond), ctxEnd.Sub(w.acquired).Round(time.Millisecond))
 			}
 			if w.lease.Fence <= lc.Fence {

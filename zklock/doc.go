@@ -131,9 +131,10 @@
 // default error policy treats SUSPENDED like LOST — so that distlock.Hold stops the
 // protected work at once. A lease reported lost is dead for good: the Locker deletes
 // its node when the connection comes back with the session intact, so that nobody
-// holds the key without knowing it. Set DisconnectGrace to ride out short
-// disconnections (a leader election takes a second or two); the lease's Expires bounds
-// it in any case.
+// holds the key without knowing it, but not before the lease's Expires, so that
+// nobody else takes the key while a holder that did not heed Lost counts on it. Set
+// DisconnectGrace to ride out short disconnections (a leader election takes a second
+// or two); the lease's Expires bounds it in any case.
 //
 // The Locker observes the session by polling the connection's State and SessionID
 // (cheap atomic loads) while some lease is watched, and leaves go-zookeeper's events

@@ -40,9 +40,10 @@ var closedChan = func() chan struct{} {
 // SUSPENDED state), when a reconnection was granted a shorter session timeout than
 // the one the lease's Expires was counted with (see Session), when the lease's
 // Expires passes without a Renew, or when Close is called. A lease reported lost is
-// dead: the Locker deletes its node in the background if it still exists (so that a
-// session that survives does not keep the key locked with nobody using it), and Renew
-// and Unlock of it return ErrNotHeld.
+// dead: Renew and Unlock of it return ErrNotHeld, and the Locker deletes its node in
+// the background if it still exists, once the lease's Expires has passed (so that a
+// session that survives does not keep the key locked with nobody using it, and
+// nobody else takes the key before the Expires that its holder was given).
 //
 // Lost returns nil for a lease whose Token this package did not make. Call it with the
 // Locker that acquired the lease. It reads the lease's node in the background (again
@@ -132,7 +133,9 @@ func (l *Locker) readOwner(token string, fence uint64, s *sub) {
 }
 
 // loseLocked closes s's channel, forgets s, and deletes its node in the background
-// unless its session is over. l.mu is held.
+// unless its session is over. The node stays until the lease's Expires (or Close):
+// the holder was told of the loss, but a holder that did not look may still count on
+// its Expires, so the key must not be free for another before it. l.mu is held.
 func (l *Locker) loseLocked(token string, s *sub) {
 	close(s.ch)
 	delete(l.subs, token)
@@ -142,7 +145,16 @@ func (l *Locker) loseLocked(token string, s *sub) {
 		return
 	}
 	l.dead[token] = struct{}{}
+	expires := s.expires
 	if !l.spawnLocked(func() {
+		if d := time.Until(expires); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-l.done:
+				t.Stop()
+			}
+		}
 		l.reapNode(s.node, owner)
 		l.mu.Lock()
 		delete(l.dead, token)

@@ -362,6 +362,35 @@ func TestSuspendedIsLost(t *testing.T) {
 	}
 }
 
+// TestLostLeaseKeptUntilExpires: the Locker deletes the node of a lease that it
+// reported lost at a short disconnection (the session survives), but not before the
+// lease's Expires: nobody else takes the key while a holder that did not heed Lost
+// counts on it.
+func TestLostLeaseKeptUntilExpires(t *testing.T) {
+	const st = 4 * time.Second // Expires 2.57s ahead; the reconnection takes about a second
+	a := newClient(t, standaloneAddrs(), st, nil, true)
+	b := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
+	key := uniqueKey(t)
+	la, err := a.l.TryLock(ctxT(t), key, st)
+	require.NoError(t, err)
+	lost := a.l.Lost(la)
+	sid := a.conn.SessionID()
+	a.cut()
+	select {
+	case <-lost:
+	case <-time.After(time.Until(la.Expires)):
+		t.Fatal("Lost still open at the lease's Expires after the connection was cut")
+	}
+	a.heal()
+	lb, acquired := contend(t, b.l, key, 10*time.Second)
+	t.Logf("B's winning attempt began %v after A's Expires", acquired.Sub(la.Expires).Round(time.Millisecond))
+	require.False(t, acquired.Before(la.Expires), "B acquired %v before the Expires of A's lease", la.Expires.Sub(acquired))
+	require.Equal(t, sid, a.conn.SessionID(), "the test needs A's session to survive the cut")
+	_, err = a.l.Renew(ctxT(t), la, st)
+	require.ErrorIs(t, err, distlock.ErrNotHeld)
+	require.NoError(t, b.l.Unlock(ctxT(t), lb))
+}
+
 // TestDisconnectGrace: with a DisconnectGrace, a cut shorter than it loses nothing.
 func TestDisconnectGrace(t *testing.T) {
 	st := 4 * time.Second
