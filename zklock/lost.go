@@ -26,12 +26,12 @@ func (l *Locker) owner(s *sub) int64 {
 	return l.conn.SessionID()
 }
 
-// closedChan is returned by Lost for a lease that is lost already.
-var closedChan = func() chan struct{} {
+// closedChan returns a closed channel, for Lost of a lease that is lost already.
+func closedChan() chan struct{} {
 	ch := make(chan struct{})
 	close(ch)
 	return ch
-}()
+}
 
 // Lost returns a channel that is closed when lease is lost, or may be: when the
 // session that holds its node ends (expired, closed), when the connection to
@@ -60,10 +60,10 @@ func (l *Locker) Lost(lease distlock.Lease) <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return closedChan
+		return closedChan()
 	}
 	if _, dead := l.dead[lease.Token]; dead {
-		return closedChan
+		return closedChan()
 	}
 	if s := l.subs[lease.Token]; s != nil {
 		if lease.Expires.After(s.expires) {
