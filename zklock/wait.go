@@ -144,7 +144,9 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 	res := make(chan error, 1)
 	if !l.spawn(func() {
 		path, err := l.queue(ctx.Done(), keyPath)
-		if state.CompareAndSwap(pending, delivered) {
+		// A queue that ctx's end abandoned delivers nothing: the caller, which sees
+		// ctx end too, reports it as contention (errors.Join(ErrLocked, ctx.Err())).
+		if !errors.Is(err, errAbandoned) && state.CompareAndSwap(pending, delivered) {
 			if err == nil && path != "" && l.addPending(keyPath, path) {
 				path = ""
 			}

@@ -480,6 +480,25 @@ func TestCloseReleasesUnwatchedLeases(t *testing.T) {
 	require.Empty(t, children(t, a.conn, keyPath(key)), "lock nodes left after Close with the session open")
 }
 
+// TestWaitCancelled: a Wait whose context ends while the key is held returns
+// errors.Join(ErrLocked, ctx.Err()), whichever of Wait and its queue notices the end
+// first (the queue's own "abandoned" must not leak out).
+func TestWaitCancelled(t *testing.T) {
+	a := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
+	b := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
+	key := uniqueKey(t)
+	lease, err := a.l.TryLock(ctxT(t), key, time.Minute)
+	require.NoError(t, err)
+	for i := range 50 {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Duration(5+i%10)*time.Millisecond)
+		err := b.l.Wait(ctx, key)
+		cancel()
+		require.ErrorIs(t, err, distlock.ErrLocked, "Wait %d", i)
+		require.ErrorIs(t, err, context.DeadlineExceeded, "Wait %d", i)
+	}
+	require.NoError(t, a.l.Unlock(ctxT(t), lease))
+}
+
 // TestWaitQueue: waiters queue up; a release wakes only the head (no herd), in the
 // order they came; a head that does not follow up with TryLock leaves the queue within
 // a second.
