@@ -8,7 +8,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/redislock"
 )
 
 // The benchmarks compare an uncontended TryLock+Unlock with its floor: the same two
@@ -29,7 +28,7 @@ func benchClient(b *testing.B) *redis.Client {
 }
 
 func benchTryLockUnlock(b *testing.B, ctx context.Context) {
-	l := redislock.New(benchClient(b), nil)
+	l := newLockerOn(b, benchClient(b), nil)
 	key := "bench-" + distlock.NewToken()[:8]
 	// Load the scripts (the first EVALSHA falls back to EVAL once).
 	lease, err := l.TryLock(ctx, key, benchTTL)
@@ -102,7 +101,7 @@ func BenchmarkInterleaved(b *testing.B) {
 }
 
 func benchInterleaved(b *testing.B, ctx context.Context) {
-	l := redislock.New(benchClient(b), nil)
+	l := newLockerOn(b, benchClient(b), nil)
 	c := benchClient(b)
 	key := "bench-" + distlock.NewToken()[:8]
 	rawKey := "bench-raw-" + distlock.NewToken()[:8]
@@ -148,7 +147,7 @@ func benchInterleaved(b *testing.B, ctx context.Context) {
 func BenchmarkWaitFreeKey(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	l := redislock.New(benchClient(b), nil)
+	l := newLockerOn(b, benchClient(b), nil)
 	key := "bench-wait-" + distlock.NewToken()[:8]
 	b.ReportAllocs()
 	b.ResetTimer()

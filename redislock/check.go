@@ -2,7 +2,6 @@ package redislock
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/distlock/distlock/internal/redisx"
 )
@@ -24,18 +23,20 @@ type (
 // one round trip per server; call it at start-up, and log or refuse the Report's
 // findings. A command the server refuses (CONFIG renamed, or denied by an ACL, as on
 // several managed services) gives a finding that says what could not be checked, not
-// an error; the error is for a server that could not be reached.
+// an error; the error, an *distlock.OpError, is for a server that could not be
+// reached.
 //
 // New does not run this check by itself: New does no I/O and has no context, and
 // what to do with an unsafe setting (log, alert, refuse to start) is the caller's
 // decision.
 func (l *Locker) CheckServer(ctx context.Context) (Report, error) {
-	if l.err != nil {
-		return Report{}, l.err
+	if err := l.group.Enter(); err != nil {
+		return Report{}, opError("CheckServer", "", err)
 	}
+	defer l.group.Leave()
 	r, err := redisx.Check(ctx, l.client, redisx.Single)
 	if err != nil {
-		return r, fmt.Errorf("redislock: CheckServer: %w", err)
+		return r, opError("CheckServer", "", err)
 	}
 	return r, nil
 }

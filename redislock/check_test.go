@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testenv"
@@ -28,7 +29,7 @@ func startRedis(t *testing.T, extra ...string) *testenv.Server {
 func check(t *testing.T, c redis.UniversalClient) redislock.Report {
 	t.Helper()
 	t.Cleanup(func() { _ = c.Close() })
-	r, err := redislock.New(c, nil).CheckServer(ctxT(t))
+	r, err := newLockerOn(t, c, nil).CheckServer(ctxT(t))
 	if err != nil {
 		t.Fatalf("CheckServer: %v", err)
 	}
@@ -100,10 +101,10 @@ func TestCheckServerReplication(t *testing.T) {
 	replica := startRedis(t, "--replicaof", host, port)
 	wantSettings(t, check(t, redis.NewClient(&redis.Options{Addr: replica.Addr()})), "role")
 	mc := redis.NewClient(&redis.Options{Addr: master.Addr()})
-	pollUntil(t, 10*time.Second, "the replica to connect", func() bool {
-		info, err := mc.Info(ctxT(t), "replication").Result()
+	require.Eventually(t, func() bool {
+		info, err := mc.Info(t.Context(), "replication").Result()
 		return err == nil && strings.Contains(info, "connected_slaves:1")
-	})
+	}, 10*time.Second, 2*time.Millisecond, "the replica to connect")
 	wantSettings(t, check(t, mc), "replication")
 }
 
@@ -129,7 +130,7 @@ func TestCheckServerUnreachable(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
 	s.Kill(t)
-	if _, err := redislock.New(c, nil).CheckServer(ctxT(t)); err == nil {
+	if _, err := newLockerOn(t, c, nil).CheckServer(ctxT(t)); err == nil {
 		t.Fatalf("CheckServer of a dead server: no error")
 	}
 }

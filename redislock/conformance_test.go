@@ -61,8 +61,13 @@ func harness(servers []*testenv.Server, newClient func(t *testing.T, route map[s
 			// Registered after the proxies' cleanups, so it runs before them.
 			t.Cleanup(func() { _ = c.Close() })
 			warmUp(t, c)
+			l, err := redislock.New(c, nil)
+			if err != nil {
+				t.Fatalf("harness: redislock.New: %v", err)
+			}
+			t.Cleanup(func() { _ = l.Close() }) // before the client closes
 			return conformance.Client{
-				Locker: redislock.New(c, nil),
+				Locker: l,
 				Crash:  func() { _ = c.Close() },
 				Partition: func() func() {
 					for _, p := range ps {
@@ -86,7 +91,7 @@ func harness(servers []*testenv.Server, newClient func(t *testing.T, route map[s
 				},
 			}
 		},
-		Caps: conformance.Capabilities{MaxKeyLen: redislock.DefaultMaxKeyLen},
+		Caps: conformance.Capabilities{MaxKeyLen: redislock.MaxKeyLen},
 		Faults: conformance.Faults{
 			PauseServer: func(t *testing.T) func() {
 				for _, s := range servers {

@@ -2,11 +2,15 @@
 // a master managed by Sentinel (redis.NewFailoverClient) or a Redis Cluster
 // (redis.NewClusterClient), through go-redis v9.
 //
-//	l := redislock.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"}), nil)
+//	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+//	l, err := redislock.New(client, nil) // bad options are the error
+//	defer l.Close()                      // stops its pub/sub connection; client stays open
 //	lease, err := l.TryLock(ctx, "nightly-report", 30*time.Second)
 //
 // A *Locker implements distlock.Locker, distlock.Waiter and distlock.Inspector; use
-// it with distlock.Lock, Hold and Do.
+// it with distlock.Lock, Hold and Do. Every error it returns is an
+// *distlock.OpError (Backend "redislock"); test its cause with errors.Is against
+// distlock.ErrLocked, ErrNotHeld, ErrInvalid, ErrClosed or a context error.
 //
 // # The Redis model
 //
@@ -58,7 +62,7 @@
 // whatever bytes K holds, and different keys spread over the slots. K itself follows
 // in full, unescaped, after a fixed-length part, so two different keys (or prefixes)
 // can never share a Redis key; K may hold any bytes: NUL, '{', '}', '/', spaces,
-// unicode. Keys are at most Options.MaxKeyLen bytes (default 8 KiB).
+// unicode. Keys are at most MaxKeyLen bytes (8 KiB).
 //
 // The fence counter outlives its lock on purpose: it is what makes fences increase
 // across Unlock and expiry. It costs one small key per distinct lock key ever used;
@@ -75,12 +79,14 @@
 //   - Eviction: maxmemory-policy noeviction (Redis' default). With volatile-* Redis
 //     evicts lock keys when memory runs short, and a second client acquires a key
 //     that is still held; with allkeys-* it evicts fence counters too, and fences
-//     repeat. Several managed services default to volatile-lru.
+//     repeat. Several managed services default to volatile-lru. CheckServer
+//     reports any other policy.
 //   - Persistence: appendonly yes with appendfsync always. With appendonly no
 //     (Redis' default) a restart loses every lock the last RDB snapshot lacks (two
 //     holders until their ttl) and resets fence counters (fences repeat). With
 //     appendfsync everysec or no, a crash of the machine loses the last writes
 //     acknowledged (up to about a second, or what the OS had not flushed).
+//     CheckServer reports both settings.
 //   - Failover and replication: none, or accept its risk. Replication is
 //     asynchronous: when Sentinel or Cluster promotes a replica, writes the old
 //     master acknowledged but had not copied are lost, so a lock just taken can
@@ -88,11 +94,13 @@
 //     WAIT command does not close this hole. Where a failover must never break
 //     mutual exclusion, use a consensus store (package etcdlock or zklock) or
 //     RedLock over independent masters (package redlock), and in all cases have the
-//     protected resource check fences.
+//     protected resource check fences. CheckServer reports a replica behind the
+//     client and a master with replicas.
 //   - Clocks: expiry uses the server's clock. A server whose clock jumps forward
 //     expires locks early; keep it monotonic (NTP slewing, not stepping). A client
 //     that pauses (GC, a stopped VM) past its Lease's Expires must assume the lease
-//     lost: that is what Expires and fences are for.
+//     lost: that is what Expires and fences are for. Nothing in redislock detects a
+//     clock jump; check the servers' time discipline.
 //
 // # Failure handling
 //
@@ -104,15 +112,15 @@
 // After an attempt whose outcome is unknown (a timeout, a broken connection, a
 // context that ended while the request was in flight), TryLock returns an error that
 // is not ErrLocked and deletes, in the background, the lock that the attempt may have
-// made, with its token and a fresh context bounded by the ttl (at least 1s, at most
-// 5s), never the caller's dead one. go-redis resends a command
+// made, with its token and a fresh context bounded by Options.CleanupTimeout
+// (default 5s), never the caller's dead one. go-redis resends a command
 // whose connection broke (MaxRetries); the acquire script recognizes its own token,
 // so a resent acquire returns the same lease instead of ErrLocked.
 //
 // Calls honour their context even though go-redis does not interrupt a command that
 // is waiting for its reply: when ctx can be cancelled, the command runs on another
 // goroutine (one of a few that the Locker keeps while calls keep coming, and ends
-// after 100ms idle) and the call returns when ctx is done; the command then ends
+// after 100ms idle or at Close) and the call returns when ctx is done; the command then ends
 // within the client's ReadTimeout (go-redis' default is finite). Calls with
 // context.Background() run on the caller's goroutine, which is cheaper: a command
 // handed to another goroutine costs a few scheduler wake-ups (about 5-10% of an
@@ -122,16 +130,21 @@
 // buffers per connection), opened by the first Wait and closed 5s after the last
 // one ended, by Locker.Close, or when the client is closed; it is pinged when it
 // has been silent for 5s, and replaced when the PING is not answered within 5s
-// more. Thousands of concurrent waiters in one process share it; waiters in many
-// processes each have their own. A connection that breaks wakes the Waits in
-// progress (a release message may have been lost), and go-redis reconnects and
-// subscribes again.
+// more (a NAT or load balancer may drop an idle connection without a word).
+// Thousands of concurrent waiters in one process share it; waiters in many
+// processes each have their own. A connection that breaks or is replaced wakes the
+// Waits in progress (a release message may have been lost), and go-redis
+// reconnects and subscribes again. Until a Wait's subscription is confirmed, the
+// holder's time to live, read at once, bounds it: a dead connection costs a Wait at
+// most the holder's remaining ttl.
 //
-// # Options
+// # Lifecycle
 //
-// New cannot return an error (its signature is fixed by the distlock design). A nil
-// client or an invalid Options (a Prefix with braces, a negative MaxKeyLen, an Owner
-// label over MaxOwnerLen bytes) does not panic: the Locker returns that error,
-// wrapping distlock.ErrInvalid, from every method, and Locker.Err reports it at
-// start-up. Zero fields take the documented defaults.
+// New checks its arguments and does no I/O; a nil client or an invalid Options (a
+// Prefix with braces, an Owner label over MaxOwnerLen bytes, a negative
+// CleanupTimeout) is its error, an *distlock.OpError wrapping distlock.ErrInvalid.
+// Zero fields take the documented defaults. Close stops the Locker's pub/sub
+// connection and waits for its goroutines and for the commands and cleanups its
+// calls left running; it never closes the client. After Close every method returns
+// an error wrapping distlock.ErrClosed.
 package redislock

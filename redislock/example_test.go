@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,7 +18,11 @@ func Example() {
 	ctx := context.Background()
 	client := redis.NewClient(&redis.Options{Addr: redisAddr}) // e.g. "127.0.0.1:6379"
 	defer client.Close()
-	l := redislock.New(client, &redislock.Options{Prefix: "myapp", Owner: "worker-1"})
+	l, err := redislock.New(client, &redislock.Options{Prefix: "myapp", Owner: "worker-1"})
+	if err != nil {
+		log.Fatal(err) // a bad option
+	}
+	defer l.Close() // before the client's Close (defers run last-in first-out)
 
 	lease, err := l.TryLock(ctx, "reports/nightly", 30*time.Second)
 	if err != nil {
@@ -43,9 +48,13 @@ func Example() {
 func Example_do() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer client.Close()
-	l := redislock.New(client, nil)
+	l, err := redislock.New(client, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
 
-	err := distlock.Do(context.Background(), l, "cron/cleanup", &distlock.DoOptions{TTL: 10 * time.Second},
+	err = distlock.Do(context.Background(), l, "cron/cleanup", &distlock.DoOptions{TTL: 10 * time.Second},
 		func(ctx context.Context) error {
 			fmt.Println("running the job while holding the lock")
 			return nil
@@ -56,12 +65,28 @@ func Example_do() {
 	// done: <nil>
 }
 
+// Errors are *distlock.OpError values: errors.Is tells the cause, errors.As the
+// details.
+func ExampleNew_errors() {
+	_, err := redislock.New(nil, nil)
+	var oe *distlock.OpError
+	fmt.Println(errors.Is(err, distlock.ErrInvalid), errors.As(err, &oe) && oe.Op == "New")
+	fmt.Println(err)
+	// Output:
+	// true true
+	// redislock: New: distlock: invalid argument: nil redis client
+}
+
 // The same Locker works on a Redis Cluster: a key's lock and fence keys share one
 // hash slot, whatever braces the key contains.
 func ExampleNew_cluster() {
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: clusterAddrs})
 	defer client.Close()
-	l := redislock.New(client, nil)
+	l, err := redislock.New(client, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
 
 	ctx := context.Background()
 	lease, err := l.TryLock(ctx, "tenant-{42}/invoices", time.Minute)
@@ -78,8 +103,16 @@ func ExampleNew_cluster() {
 func ExampleLocker_Inspect() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer client.Close()
-	holder := redislock.New(client, &redislock.Options{Owner: "batch-host:4242"})
-	other := redislock.New(client, nil)
+	holder, err := redislock.New(client, &redislock.Options{Owner: "batch-host:4242"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer holder.Close()
+	other, err := redislock.New(client, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer other.Close()
 
 	ctx := context.Background()
 	lease, err := holder.TryLock(ctx, "migrations", time.Minute)

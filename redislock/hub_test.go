@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/faultproxy"
@@ -46,12 +47,13 @@ func (c *cmdCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return next
 }
 
-// numSub returns how many connections subscribe to channel.
+// numSub returns how many connections subscribe to channel (-1 after an error,
+// which fails t). It may run off the test's goroutine.
 func numSub(t *testing.T, raw *redis.Client, channel string) int64 {
-	t.Helper()
-	n, err := raw.PubSubNumSub(ctxT(t), channel).Result()
+	n, err := raw.PubSubNumSub(t.Context(), channel).Result()
 	if err != nil {
-		t.Fatal(err)
+		t.Errorf("PUBSUB NUMSUB: %v", err)
+		return -1
 	}
 	return n[channel]
 }
@@ -91,7 +93,8 @@ func expectWoke(t *testing.T, woke <-chan error, d time.Duration, what string) {
 }
 
 // TestWaitsShareOneSubscription: concurrent Waits of one Locker on one key use one
-// subscription, all wake on Unlock, and Close ends the subscription.
+// subscription, all wake on Unlock, and Close ends the subscription; a Wait after
+// Close returns ErrClosed.
 func TestWaitsShareOneSubscription(t *testing.T) {
 	a := newLocker(t, nil)
 	b := newLocker(t, nil)
@@ -107,7 +110,7 @@ func TestWaitsShareOneSubscription(t *testing.T) {
 	for i := range woke {
 		woke[i] = waitAsync(ctxT(t), b, key)
 	}
-	pollUntil(t, 5*time.Second, "the Waits to subscribe", func() bool { return numSub(t, raw, channel) > 0 })
+	require.Eventually(t, func() bool { return numSub(t, raw, channel) > 0 }, 5*time.Second, 2*time.Millisecond, "the Waits to subscribe")
 	expectBlocked(t, woke[0], 50*time.Millisecond)
 	if n := numSub(t, raw, channel); n != 1 {
 		t.Fatalf("%d Waits of one Locker hold %d subscriptions, want 1", waits, n)
@@ -122,25 +125,14 @@ func TestWaitsShareOneSubscription(t *testing.T) {
 	if n := numSub(t, raw, channel); n != 1 {
 		t.Fatalf("after the Waits: %d subscriptions, want the 1 kept for the next Wait", n)
 	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	pollUntil(t, 5*time.Second, "Close to end the subscription", func() bool { return numSub(t, raw, channel) == 0 })
-	// The Locker still waits after Close.
-	la, err = a.TryLock(ctxT(t), key, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := waitAsync(ctxT(t), b, key)
-	expectBlocked(t, w, 100*time.Millisecond)
-	if err := a.Unlock(ctxT(t), la); err != nil {
-		t.Fatal(err)
-	}
-	expectWoke(t, w, 5*time.Second, "Unlock after Close")
-	_ = b.Close()
+	require.NoError(t, b.Close())
+	// Close waited for the hub: the server has dropped the subscription by now or
+	// soon (it learns of the closed connection asynchronously).
+	require.Eventually(t, func() bool { return numSub(t, raw, channel) == 0 }, 5*time.Second, 2*time.Millisecond, "Close to end the subscription")
+	require.ErrorIs(t, b.Wait(ctxT(t), key), distlock.ErrClosed)
 }
 
-// TestCloseWakesWaits: Close makes a Wait in progress return nil.
+// TestCloseWakesWaits: Close makes a Wait in progress return ErrClosed.
 func TestCloseWakesWaits(t *testing.T) {
 	a := newLocker(t, nil)
 	b := newLocker(t, nil)
@@ -153,11 +145,14 @@ func TestCloseWakesWaits(t *testing.T) {
 	}
 	defer func() { _ = a.Unlock(context.Background(), la) }()
 	w := waitAsync(ctxT(t), b, key)
-	pollUntil(t, 5*time.Second, "Wait to subscribe", func() bool { return numSub(t, raw, channel) > 0 })
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
+	require.Eventually(t, func() bool { return numSub(t, raw, channel) > 0 }, 5*time.Second, 2*time.Millisecond, "Wait to subscribe")
+	require.NoError(t, b.Close())
+	select {
+	case err := <-w:
+		require.ErrorIs(t, err, distlock.ErrClosed)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wait did not return within 5s of Close")
 	}
-	expectWoke(t, w, 5*time.Second, "Close")
 }
 
 // TestWaitAfterTryLock: a Wait that follows a TryLock which found the key held while
@@ -170,19 +165,18 @@ func TestWaitAfterTryLock(t *testing.T) {
 	cb.AddHook(&cc)
 	t.Cleanup(func() { _ = cb.Close() })
 	a := newLocker(t, nil)
-	b := redislock.New(cb, nil)
-	t.Cleanup(func() { _ = b.Close() })
+	b := newLockerOn(t, cb, nil)
 	key := testKey(t)
 
 	la, err := a.TryLock(ctxT(t), key, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The first Wait subscribes and reads the time to live; it is cancelled once it
-	// has (the channel stays subscribed).
+	// The first Wait reads the time to live at once, subscribes and reads it again
+	// once subscribed; it is cancelled once it has (the channel stays subscribed).
 	ctx, cancel := context.WithCancel(t.Context())
 	first := waitAsync(ctx, b, key)
-	pollUntil(t, 10*time.Second, "the first Wait to read the time to live", func() bool { return cc.count("pttl") == 1 })
+	require.Eventually(t, func() bool { return cc.count("pttl") == 2 }, 10*time.Second, 2*time.Millisecond, "the first Wait to read the time to live after subscribing")
 	cancel()
 	if err := <-first; !errors.Is(err, distlock.ErrLocked) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Wait on a held key: %v", err)
@@ -194,7 +188,7 @@ func TestWaitAfterTryLock(t *testing.T) {
 	}
 	w := waitAsync(ctxT(t), b, key)
 	expectBlocked(t, w, 100*time.Millisecond)
-	if n := cc.count("pttl"); n != 1 {
+	if n := cc.count("pttl"); n != 2 {
 		t.Fatalf("a Wait after a TryLock that found the key held sent PTTL (%d in all)", n)
 	}
 	if err := a.Unlock(ctxT(t), la); err != nil {
@@ -238,13 +232,13 @@ func TestWaitSurvivesBrokenSubscription(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := waitAsync(ctxT(t), b, key)
-	pollUntil(t, 5*time.Second, "Wait to subscribe", func() bool { return numSub(t, raw, channel) > 0 })
+	require.Eventually(t, func() bool { return numSub(t, raw, channel) > 0 }, 5*time.Second, 2*time.Millisecond, "Wait to subscribe")
 	if err := raw.Do(ctxT(t), "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
 		t.Fatal(err)
 	}
 	expectWoke(t, w, 5*time.Second, "the kill of its connection")
 	w = waitAsync(ctxT(t), b, key)
-	pollUntil(t, 5*time.Second, "Wait to subscribe again", func() bool { return numSub(t, raw, channel) > 0 })
+	require.Eventually(t, func() bool { return numSub(t, raw, channel) > 0 }, 5*time.Second, 2*time.Millisecond, "Wait to subscribe again")
 	expectBlocked(t, w, 100*time.Millisecond)
 	if err := a.Unlock(ctxT(t), la); err != nil {
 		t.Fatal(err)
@@ -265,9 +259,7 @@ func TestWaitDetectsDeadSubscription(t *testing.T) {
 	var cc cmdCounter
 	cb.AddHook(&cc)
 	t.Cleanup(func() { _ = cb.Close() })
-	b := redislock.New(cb, nil)
-	b.SetHubPing(100 * time.Millisecond)
-	t.Cleanup(func() { _ = b.Close() })
+	b := newLockerOn(t, cb, redislock.WithHub(nil, 100*time.Millisecond, 0, 0))
 	a := newLocker(t, nil)
 	raw := newClient(t, redisSrv)
 	key := testKey(t)
@@ -277,9 +269,9 @@ func TestWaitDetectsDeadSubscription(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := waitAsync(ctxT(t), b, key)
-	pollUntil(t, 5*time.Second, "Wait to subscribe", func() bool { return numSub(t, raw, channel) > 0 })
+	require.Eventually(t, func() bool { return numSub(t, raw, channel) > 0 }, 5*time.Second, 2*time.Millisecond, "Wait to subscribe")
 	// Once Wait has read the time to live (through the proxy) it only listens.
-	pollUntil(t, 5*time.Second, "Wait to read the time to live", func() bool { return cc.count("pttl") == 1 })
+	require.Eventually(t, func() bool { return cc.count("pttl") == 2 }, 5*time.Second, 2*time.Millisecond, "Wait to read the time to live after subscribing")
 	p.Blackhole()
 	start := time.Now()
 	if err := a.Unlock(ctxT(t), la); err != nil {

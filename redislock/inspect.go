@@ -18,22 +18,34 @@ import (
 // time to live on the server (PTTL). It returns an error wrapping
 // distlock.ErrNotHeld when key is free.
 func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, error) {
-	if err := l.checkKey(key); err != nil {
+	if err := l.group.Enter(); err != nil {
+		return distlock.Holder{}, opError("Inspect", key, err)
+	}
+	defer l.group.Leave()
+	h, err := l.inspect(ctx, key)
+	if err != nil {
+		return distlock.Holder{}, opError("Inspect", key, err)
+	}
+	return h, nil
+}
+
+func (l *Locker) inspect(ctx context.Context, key string) (distlock.Holder, error) {
+	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
 		return distlock.Holder{}, err
 	}
 	n := l.names(key)
 	start := time.Now()
-	v, err := call(ctx, &l.workers, func() ([]any, error) {
-		return redisx.Run(ctx, l.client, inspectScript, evalRetry, []string{n.lock, n.fence}).Slice()
+	v, err := redisx.Call(ctx, l.group, func() ([]any, error) {
+		return l.node.Run(ctx, inspectScript, []string{n.Lock, n.Fence}).Slice()
 	}, nil)
 	if errors.Is(err, redis.Nil) {
-		return distlock.Holder{}, fmt.Errorf("redislock: Inspect of key %s: key is free: %w", showKey(key), distlock.ErrNotHeld)
+		return distlock.Holder{}, fmt.Errorf("key is free: %w", distlock.ErrNotHeld)
 	}
 	if err != nil {
-		return distlock.Holder{}, fmt.Errorf("redislock: Inspect of key %s: %w", showKey(key), err)
+		return distlock.Holder{}, err
 	}
 	if len(v) != 3 {
-		return distlock.Holder{}, fmt.Errorf("redislock: Inspect of key %s: unexpected reply %#v", showKey(key), v)
+		return distlock.Holder{}, fmt.Errorf("unexpected reply %#v from the inspect script", v)
 	}
 	fs, _ := v[0].(string)
 	owner, _ := v[1].(string)
@@ -44,7 +56,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, erro
 	case pttl >= 0:
 		h.Expires = start.Add(time.Duration(pttl) * time.Millisecond)
 	case pttl == -2: // expired between GET and PTTL: cannot happen inside a script
-		return distlock.Holder{}, fmt.Errorf("redislock: Inspect of key %s: key is free: %w", showKey(key), distlock.ErrNotHeld)
+		return distlock.Holder{}, fmt.Errorf("key is free: %w", distlock.ErrNotHeld)
 	}
 	return h, nil
 }

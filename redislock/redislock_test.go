@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/faultproxy"
-	"github.com/distlock/distlock/internal/testenv"
 	"github.com/distlock/distlock/redislock"
 )
 
@@ -23,34 +23,8 @@ import (
 var trickyKeys = []string{
 	"a", "A", "a/b", "a b", " ", "{", "}", "{}", "}{", "{a}", "{a}b", "a{b}", "x{a}",
 	"\x00", "a\x00", "a\x00b", "ключ", "鍵", "🔒", "a|b", "a:lock:b", "{distlock}",
-	strings.Repeat("k", redislock.DefaultMaxKeyLen),
+	strings.Repeat("k", redislock.MaxKeyLen),
 }
-
-// newClient returns a go-redis client of srv, closed at t's cleanup.
-func newClient(t *testing.T, srv *testenv.Server) *redis.Client {
-	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
-// newLocker returns a Locker on a new client of redisSrv.
-func newLocker(t *testing.T, opts *redislock.Options) *redislock.Locker {
-	t.Helper()
-	l := redislock.New(newClient(t, redisSrv), opts)
-	if err := l.Err(); err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	return l
-}
-
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func testKey(t *testing.T) string { return t.Name() + "-" + distlock.NewToken()[:8] }
 
 func TestOptionsInvalid(t *testing.T) {
 	c := newClient(t, redisSrv)
@@ -63,29 +37,18 @@ func TestOptionsInvalid(t *testing.T) {
 		{"NilClient", nil, nil, "nil redis client"},
 		{"PrefixOpenBrace", c, &redislock.Options{Prefix: "app{"}, `Options.Prefix "app{"`},
 		{"PrefixCloseBrace", c, &redislock.Options{Prefix: "app}"}, `Options.Prefix "app}"`},
-		{"NegativeMaxKeyLen", c, &redislock.Options{MaxKeyLen: -1}, "Options.MaxKeyLen -1"},
 		{"LongOwner", c, &redislock.Options{Owner: strings.Repeat("o", redislock.MaxOwnerLen+1)}, "Options.Owner of 257 bytes"},
+		{"NegativeCleanupTimeout", c, &redislock.Options{CleanupTimeout: -time.Second}, "Options.CleanupTimeout -1s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			l := redislock.New(tc.client, tc.opts)
-			check := func(what string, err error) {
-				t.Helper()
-				if !errors.Is(err, distlock.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
-					t.Fatalf("%s: got %v, want ErrInvalid naming %s", what, err, tc.want)
-				}
-			}
-			check("Err", l.Err())
-			ctx := ctxT(t)
-			_, err := l.TryLock(ctx, "k", time.Second)
-			check("TryLock", err)
-			lease := distlock.Lease{Key: "k", Token: distlock.NewToken(), Fence: 1, Expires: time.Now().Add(time.Second)}
-			_, err = l.Renew(ctx, lease, time.Second)
-			check("Renew", err)
-			check("Unlock", l.Unlock(ctx, lease))
-			check("Wait", l.Wait(ctx, "k"))
-			_, err = l.Inspect(ctx, "k")
-			check("Inspect", err)
+			l, err := redislock.New(tc.client, tc.opts)
+			require.Nil(t, l)
+			require.ErrorIs(t, err, distlock.ErrInvalid)
+			require.ErrorContains(t, err, tc.want)
+			var oe *distlock.OpError
+			require.ErrorAs(t, err, &oe)
+			require.Equal(t, distlock.OpError{Backend: "redislock", Op: "New", Err: oe.Err}, *oe)
 		})
 	}
 }
@@ -93,22 +56,45 @@ func TestOptionsInvalid(t *testing.T) {
 func TestOptionsDefaults(t *testing.T) {
 	l := newLocker(t, nil)
 	host, _ := os.Hostname()
-	if want := host + ":" + strconv.Itoa(os.Getpid()); l.Owner() != want {
-		t.Errorf("default Owner = %q, want %q", l.Owner(), want)
-	}
+	require.Equal(t, host+":"+strconv.Itoa(os.Getpid()), l.Owner(), "default Owner")
 	lock, fence, channel := l.Names("k")
-	if !strings.HasPrefix(lock, redislock.DefaultPrefix+":{") || !strings.HasPrefix(fence, redislock.DefaultPrefix+":{") || !strings.HasPrefix(channel, redislock.DefaultPrefix+":{") {
-		t.Errorf("default prefix not used: %q %q %q", lock, fence, channel)
+	for _, name := range []string{lock, fence, channel} {
+		require.True(t, strings.HasPrefix(name, redislock.DefaultPrefix+":{"), "default prefix not used: %q", name)
 	}
+	_, err := l.TryLock(ctxT(t), strings.Repeat("k", redislock.MaxKeyLen+1), time.Second)
+	require.ErrorIs(t, err, distlock.ErrInvalid, "key over MaxKeyLen")
+}
+
+// TestClose: Close is idempotent, leaves the client open, and every call after it
+// returns an *OpError wrapping ErrClosed, naming its operation.
+func TestClose(t *testing.T) {
+	c := newClient(t, redisSrv)
+	l, err := redislock.New(c, nil)
+	require.NoError(t, err)
 	ctx := ctxT(t)
-	_, err := l.TryLock(ctx, strings.Repeat("k", redislock.DefaultMaxKeyLen+1), time.Second)
-	if !errors.Is(err, distlock.ErrInvalid) {
-		t.Errorf("key over DefaultMaxKeyLen: got %v, want ErrInvalid", err)
+	lease, err := l.TryLock(ctx, testKey(t), time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	require.NoError(t, l.Close(), "second Close")
+	require.NoError(t, c.Ping(ctx).Err(), "Close closed the client")
+	closed := func(op string, err error) {
+		t.Helper()
+		require.ErrorIs(t, err, distlock.ErrClosed, op)
+		var oe *distlock.OpError
+		require.ErrorAs(t, err, &oe, op)
+		require.Equal(t, op, oe.Op)
+		require.Equal(t, "redislock", oe.Backend)
 	}
-	small := newLocker(t, &redislock.Options{MaxKeyLen: 10})
-	if _, err := small.TryLock(ctx, "01234567890", time.Second); !errors.Is(err, distlock.ErrInvalid) {
-		t.Errorf("key over MaxKeyLen 10: got %v, want ErrInvalid", err)
-	}
+	_, err = l.TryLock(ctx, "k", time.Second)
+	closed("TryLock", err)
+	_, err = l.Renew(ctx, lease, time.Second)
+	closed("Renew", err)
+	closed("Unlock", l.Unlock(ctx, lease))
+	closed("Wait", l.Wait(ctx, "k"))
+	_, err = l.Inspect(ctx, "k")
+	closed("Inspect", err)
+	_, err = l.CheckServer(ctx)
+	closed("CheckServer", err)
 }
 
 // TestKeyLayout checks the Redis names against the documented layout, independently
@@ -313,7 +299,7 @@ func TestCutWhileHolding(t *testing.T) {
 	t.Cleanup(func() { _ = p.Close() })
 	ca := redis.NewClient(&redis.Options{Addr: p.Addr()})
 	t.Cleanup(func() { _ = ca.Close() })
-	a := redislock.New(ca, nil)
+	a := newLockerOn(t, ca, nil)
 	b := newLocker(t, nil)
 	key := testKey(t)
 	const ttl = 500 * time.Millisecond
@@ -382,7 +368,7 @@ func TestCancelWithoutDeadline(t *testing.T) {
 	t.Cleanup(func() { _ = p.Close() })
 	ca := redis.NewClient(&redis.Options{Addr: p.Addr(), ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second})
 	t.Cleanup(func() { _ = ca.Close() })
-	a := redislock.New(ca, nil)
+	a := newLockerOn(t, ca, nil)
 	b := newLocker(t, nil)
 	key := testKey(t)
 	// Warm the connection, then delay every byte: the request reaches the server
@@ -408,34 +394,16 @@ func TestCancelWithoutDeadline(t *testing.T) {
 	// unlock is delayed too). The ttl is a minute: only that removal frees the key.
 	raw := newClient(t, redisSrv)
 	lock, _, _ := a.Names(key)
-	pollUntil(t, 5*time.Second, "the delayed request to take the lock", func() bool {
-		return raw.Exists(t.Context(), lock).Val() == 1
-	})
-	pollUntil(t, 5*time.Second, "the abandoned attempt to remove its lock", func() bool {
-		return raw.Exists(t.Context(), lock).Val() == 0
-	})
+	require.Eventually(t, func() bool { return raw.Exists(t.Context(), lock).Val() == 1 },
+		5*time.Second, 2*time.Millisecond, "the delayed request to take the lock")
+	require.Eventually(t, func() bool { return raw.Exists(t.Context(), lock).Val() == 0 },
+		5*time.Second, 2*time.Millisecond, "the abandoned attempt to remove its lock")
 	lb, err := b.TryLock(ctxT(t), key, time.Minute)
 	if err != nil {
 		t.Fatalf("TryLock after the abandoned attempt's cleanup: %v", err)
 	}
 	if err := b.Unlock(ctxT(t), lb); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// pollUntil polls cond every few milliseconds until it holds, failing t after d.
-func pollUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatalf("test ended waiting for %s", what)
-		case <-time.After(2 * time.Millisecond):
-		}
 	}
 }
 

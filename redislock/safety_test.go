@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/faultproxy"
@@ -49,7 +50,7 @@ func proxiedLocker(t *testing.T) (*redislock.Locker, *redis.Client, *faultproxy.
 	t.Cleanup(func() { _ = p.Close() })
 	c := redis.NewClient(&redis.Options{Addr: p.Addr()})
 	t.Cleanup(func() { _ = c.Close() })
-	l := redislock.New(c, nil)
+	l := newLockerOn(t, c, nil)
 	key := testKey(t) + "-warm-up"
 	lease, err := l.TryLock(ctxT(t), key, time.Minute)
 	if err != nil {
@@ -96,7 +97,8 @@ func TestReplyAfterTTL(t *testing.T) {
 	}
 	t.Logf("Renew: %v", err)
 	// The late TryLock's lock is removed by its own Unlock script, not just by expiry.
-	pollUntil(t, 5*time.Second, "TryLock to remove the lock of its expired lease", func() bool { return watch.n.Load() >= 1 })
+	require.Eventually(t, func() bool { return watch.n.Load() >= 1 }, 5*time.Second, 2*time.Millisecond,
+		"TryLock to remove the lock of its expired lease")
 	lock, _, _ := a.Names(key)
 	if n := raw.Exists(ctxT(t), lock).Val(); n != 0 {
 		t.Fatalf("the expired TryLock's lock is still there after its removal")
@@ -171,10 +173,10 @@ func TestShorteningRenewLostReply(t *testing.T) {
 		t.Fatalf("Renew whose reply is delayed past its context: got %v, want a context error", err)
 	}
 	// The request reached the server and ran: its reply came back through the proxy.
-	pollUntil(t, 5*time.Second, "the lost Renew's reply to come back", func() bool {
+	require.Eventually(t, func() bool {
 		s := p.Stats()
 		return s.BytesToServer > before.BytesToServer && s.BytesToClient > before.BytesToClient
-	})
+	}, 5*time.Second, 2*time.Millisecond, "the lost Renew's reply to come back")
 	p.Delay(0)
 	until := start.Add(short + time.Second)
 	for time.Now().Before(until) {

@@ -9,7 +9,8 @@ import "github.com/redis/go-redis/v9"
 // acquisition (the acquire script increments it right after it sets the lock, and
 // nothing else does). A token is compared as "<token>|" against the start of the
 // value, so only the whole token matches, and the Locker never sends a token that
-// contains '|'.
+// contains '|'. The owner-checked renew and unlock scripts are internal/redisx's,
+// shared with package redlock.
 //
 // The scripts have no shebang line, so they run on Redis 2.6 and later. Every key a
 // script touches is passed in KEYS and all of them share one hash tag, so on Redis
@@ -42,40 +43,6 @@ local owner = ''
 local i = string.find(v, '|', 1, true)
 if i then owner = string.sub(v, i + 1) end
 return {owner, redis.call('PTTL', KEYS[1])}
-`)
-
-// renewScript extends the lock when ARGV[1] still owns it, and never shortens it: it
-// sets the time to live to ARGV[2] only when the lock has less than that left, so
-// the server holds the lock until max(what it held, now + ttl). A Renew whose reply
-// is lost therefore leaves the old Lease's Expires a valid bound, whatever ttl it
-// asked for.
-//
-// KEYS[1] lock key; ARGV[1] "<token>|", ARGV[2] ttl in ms. Returns 1 on success, 0
-// when the token does not own the lock.
-var renewScript = redis.NewScript(`
-local v = redis.call('GET', KEYS[1])
-if v and string.sub(v, 1, #ARGV[1]) == ARGV[1] then
-  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  end
-  return 1
-end
-return 0
-`)
-
-// unlockScript deletes the lock when ARGV[1] still owns it and announces the release
-// on the key's channel.
-//
-// KEYS[1] lock key; ARGV[1] "<token>|", ARGV[2] release channel. Returns 1 when it
-// deleted the lock, 0 when the token did not own it.
-var unlockScript = redis.NewScript(`
-local v = redis.call('GET', KEYS[1])
-if v and string.sub(v, 1, #ARGV[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], '')
-  return 1
-end
-return 0
 `)
 
 // inspectScript reads the holder of a lock without its token.

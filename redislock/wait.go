@@ -7,91 +7,166 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redisx"
 )
-
-// noTTLBound bounds a Wait for a lock key that has no time to live, which this
-// package never makes (someone PERSISTed it, or wrote the key by hand).
-const noTTLBound = time.Second
 
 // Wait returns nil when key may be free: at once if it is free now, else when its
 // holder releases it (Unlock publishes on the key's channel) or when the holder's
 // remaining time to live, read from the server, has passed (a lock that expires
 // publishes nothing). A nil return is a hint, not a lease: call TryLock.
 //
-// It subscribes to the key's channel before it checks that the key is held, so a
-// release between the two is not missed. The check reads the time to live (PTTL),
-// unless a TryLock of this Locker that started while the channel was subscribed
-// found the key held and no release message arrived since: that TryLock was the
-// check (this is what happens in distlock.Lock's loop of TryLock and Wait). When
-// ctx ends while key is held it returns errors.Join(distlock.ErrLocked,
-// ctx.Err()). It returns other errors when it cannot subscribe or read the key.
+// It subscribes to the key's channel and checks that the key is held once the
+// subscription is confirmed, so a release between the two is not missed. The check
+// reads the time to live (PTTL), unless a TryLock of this Locker that started while
+// the channel was subscribed found the key held and no release message arrived since:
+// that TryLock was the check (this is what happens in distlock.Lock's loop of TryLock
+// and Wait). Until the subscription is confirmed (a connection that a NAT dropped
+// never confirms it), a PTTL read sent at once bounds the wait: Wait never blocks
+// longer than the holder's remaining time to live.
 //
-// The Waits of one Locker share one pub/sub connection, on which each key's
-// channel is subscribed once, however many Waits want it. The connection opens
-// with the first Wait and closes 5s after the last one ended (or on Close, or when
-// the client is closed); a channel stays subscribed for a second after its last
-// Wait, so that the next Wait of a wait loop finds it subscribed. If the
-// connection breaks, Waits in progress return nil, since a release may have been
-// missed.
+// When ctx ends while the key is held, or is done when Wait is called, it returns
+// errors.Join(distlock.ErrLocked, ctx.Err()); when ctx ends before Wait saw the key
+// held, it returns ctx's error without ErrLocked. It returns other errors when it
+// cannot subscribe or read the key, and distlock.ErrClosed when the Locker is closed;
+// every error is an *distlock.OpError.
+//
+// The Waits of one Locker share one pub/sub connection, on which each key's channel
+// is subscribed once, however many Waits want it. The connection opens with the first
+// Wait and closes 5s after the last one ended (or on Close, or when the client is
+// closed); a channel stays subscribed for a second after its last Wait, so that the
+// next Wait of a wait loop finds it subscribed. The connection is pinged after 5s of
+// silence and replaced when the PING is not answered within 5s more. If the
+// connection breaks or is replaced, Waits in progress return nil, since a release
+// may have been missed.
 func (l *Locker) Wait(ctx context.Context, key string) error {
-	if err := l.checkKey(key); err != nil {
+	if err := l.group.Enter(); err != nil {
+		return opError("Wait", key, err)
+	}
+	defer l.group.Leave()
+	if err := l.wait(ctx, key); err != nil {
+		return opError("Wait", key, err)
+	}
+	return nil
+}
+
+func (l *Locker) wait(ctx context.Context, key string) error {
+	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return errors.Join(distlock.ErrLocked, err)
 	}
 	n := l.names(key)
-	ls := l.hub.register(n.channel)
-	defer l.hub.unregister(n.channel, ls)
+	hub := l.node.Hub
+	ls := redisx.NewListener(1)
+	if err := hub.Register(n.Channel, ls); err != nil {
+		return err
+	}
+	defer hub.Unregister(n.Channel, ls)
+	w := waiter{Waiting: redisx.NewWaiting(ctx), l: l, ctx: ctx, lock: n.Lock}
+	defer w.Stop()
 
+	// Until the subscription is confirmed, a PTTL read bounds the wait.
+	var ttl <-chan redisx.Result[time.Duration]
+	confirmed := false
 	select {
-	case err := <-ls.ready:
-		if err != nil {
-			if ctx.Err() != nil {
-				return errors.Join(distlock.ErrLocked, ctx.Err())
-			}
-			return fmt.Errorf("redislock: Wait for key %s: subscribe: %w", showKey(key), err)
+	case c := <-ls.Confirmed(): // the channel was subscribed already
+		if c.Err != nil {
+			return fmt.Errorf("subscribe: %w", c.Err)
 		}
-	case <-ls.woke:
-		return nil // the connection broke or closed: a release may be lost
-	case <-ctx.Done():
-		return errors.Join(distlock.ErrLocked, ctx.Err())
+		confirmed = true
+	default:
+		ttl = w.readTTL()
+	}
+	for !confirmed {
+		select {
+		case c := <-ls.Confirmed():
+			if c.Err != nil {
+				if ctx.Err() != nil {
+					return w.GaveUp()
+				}
+				return fmt.Errorf("subscribe: %w", c.Err)
+			}
+			confirmed = true
+		case r := <-ttl:
+			ttl = nil
+			if done, err := w.read(r); done {
+				return err
+			}
+		case <-ls.Woke():
+			return w.woke()
+		case <-w.Bound:
+			return nil
+		case <-ctx.Done():
+			return w.GaveUp()
+		}
 	}
 
-	until, released, seen := l.hub.check(n.channel)
+	// Subscribed: no release from now on is missed. Check that the key is held.
+	until, released, seen := hub.Check(n.Channel)
 	switch {
 	case released:
 		return nil
-	case !seen:
-		pttl, err := call(ctx, &l.workers, func() (time.Duration, error) {
-			return l.client.PTTL(ctx, n.lock).Result()
-		}, nil)
-		if err != nil {
-			if ctx.Err() != nil {
-				return errors.Join(distlock.ErrLocked, ctx.Err())
+	case seen:
+		w.HeldUntil(until)
+	default:
+		ttl = w.readTTL()
+	}
+	for {
+		select {
+		case r := <-ttl:
+			ttl = nil
+			if done, err := w.read(r); done {
+				if err != nil && w.Held() {
+					continue // the bound read before stands
+				}
+				return err
 			}
-			return fmt.Errorf("redislock: Wait for key %s: %w", showKey(key), err)
-		}
-		// go-redis reports PTTL's -2 (no key) and -1 (no expiry) as these durations.
-		switch {
-		case pttl == -2:
+		case <-ls.Woke():
+			return w.woke()
+		case <-w.Bound:
 			return nil
-		case pttl < 0:
-			until = time.Now().Add(noTTLBound)
-		default:
-			// PTTL truncates to the millisecond: add one so the timer fires after
-			// the server's expiry, not just before it.
-			until = time.Now().Add(pttl + time.Millisecond)
+		case <-ctx.Done():
+			return w.GaveUp()
 		}
 	}
-	t := time.NewTimer(time.Until(until))
-	defer t.Stop()
-	select {
-	case <-ls.woke:
-		return nil
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return errors.Join(distlock.ErrLocked, ctx.Err())
+}
+
+// A waiter is one Wait's state and its node.
+type waiter struct {
+	*redisx.Waiting
+	l    *Locker
+	ctx  context.Context
+	lock string
+}
+
+// readTTL reads the lock's remaining time to live in the background.
+func (w *waiter) readTTL() <-chan redisx.Result[time.Duration] {
+	return redisx.Async(w.l.group, func() (time.Duration, error) { return w.l.node.PTTL(w.ctx, w.lock) })
+}
+
+// read acts on a PTTL reply: done with a nil error when the key is free, done with
+// an error when the read failed; otherwise it moves the bound.
+func (w *waiter) read(r redisx.Result[time.Duration]) (done bool, err error) {
+	if r.Err != nil {
+		if w.ctx.Err() != nil {
+			return true, w.GaveUp()
+		}
+		return true, r.Err
 	}
+	until, free := redisx.Bound(r.V)
+	if free {
+		return true, nil
+	}
+	w.HeldUntil(until)
+	return false, nil
+}
+
+// woke is the result of a Wait that its listener woke: nil (a release, or one may
+// have been missed), or ErrClosed when the Locker's Close woke it.
+func (w *waiter) woke() error {
+	if w.l.node.Hub.Closed() {
+		return distlock.ErrClosed
+	}
+	return nil
 }

@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redisx"
 )
 
 // TryLock makes one attempt to acquire key for ttl on a quorum of the nodes.
@@ -28,23 +27,36 @@ import (
 // node is counted as failed, not waited for.
 //
 // A failed attempt removes the locks it made (and any it may have made, on nodes
-// whose outcome is unknown) on every node, with a fresh context bounded by the ttl
-// (at least 1s, at most 5s), never the caller's dead one. It returns an error
+// whose outcome is unknown) on every node, with a fresh context bounded by
+// Options.CleanupTimeout, never the caller's dead one. It returns an error
 // wrapping distlock.ErrLocked, naming the owner that holds the most nodes, when
 // other owners hold the key on nodes that answered and keep this attempt from a
 // quorum that the answering nodes could otherwise have given. Otherwise (too few
 // nodes answered, the quorum took longer than the validity, ctx ended) it returns
-// an error that does not wrap ErrLocked and names each failing node.
+// an error that does not wrap ErrLocked and names each failing node. Every error is
+// an *distlock.OpError.
 func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
 	start := time.Now() // before anything else: Expires counts from here
-	if err := distlock.ValidateKey(key, l.opts.MaxKeyLen); err != nil {
+	if err := l.group.Enter(); err != nil {
+		return distlock.Lease{}, opError("TryLock", key, err)
+	}
+	defer l.group.Leave()
+	lease, err := l.tryLockChecked(ctx, key, ttl, start)
+	if err != nil {
+		return distlock.Lease{}, opError("TryLock", key, err)
+	}
+	return lease, nil
+}
+
+func (l *Locker) tryLockChecked(ctx context.Context, key string, ttl time.Duration, start time.Time) (distlock.Lease, error) {
+	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
 		return distlock.Lease{}, err
 	}
 	if err := l.checkTTL(ttl); err != nil {
 		return distlock.Lease{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return distlock.Lease{}, fmt.Errorf("redlock: TryLock of key %s: %w", showKey(key), err)
+		return distlock.Lease{}, err
 	}
 	return l.tryLock(ctx, key, ttl, start, true)
 }
@@ -55,7 +67,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, start time.Time, bootstrap bool) (distlock.Lease, error) {
 	n := l.names(key)
 	token := distlock.NewToken()
-	ms := millis(ttl)
+	ms := redisx.Millis(ttl)
 	nt := l.NodeTimeout(ttl)
 	expires := start.Add(ttl - l.Drift(ttl))
 
@@ -65,7 +77,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 	// answer before the outcome is known wait for it in att.
 	att := &attempt{}
 	settle := func(i int) {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout(ttl))
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.CleanupTimeout)
 		defer cancel()
 		if att.succeeded && !att.unlocked.Load() {
 			_, _ = l.raiseOn(cctx, i, n, token, att.fence)
@@ -75,7 +87,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 	}
 	// The script's keys and arguments, built once for all the nodes.
 	call := acquireCall{
-		keys: []string{n.lock, n.fence, l.state.marker, l.state.quarantine},
+		keys: []string{n.Lock, n.Fence, l.state.marker, l.state.quarantine},
 		args: []any{token, ms, l.opts.Owner, l.quarantineMS},
 	}
 	res := fanout(ctx, l, nil, nt,
@@ -93,10 +105,10 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 		// Settle the late answers that came before the outcome was known (the
 		// unanswered ones whose calls failed are released either way).
 		for _, i := range att.early {
-			go func() {
+			l.group.Go(func() {
 				settle(i)
 				att.settled(l, token)
-			}()
+			})
 		}
 	}()
 	var locked, held, failed []int
@@ -117,8 +129,8 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 		att.decide(l, token, res, false, 0)
 		// Wait for the locks that answered (they answer fast); nodes whose outcome is
 		// unknown are cleaned up in the background.
-		l.release(ctx, locked, n, token, ttl, nt)
-		l.release(ctx, failed, n, token, ttl, 0)
+		l.release(ctx, locked, n, token, nt)
+		l.release(ctx, failed, n, token, 0)
 		return distlock.Lease{}, err
 	}
 	if l.settleNodes(ctx, res, bootstrap && len(locked) == 0) {
@@ -126,7 +138,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 		return l.tryLock(ctx, key, ttl, start, false)
 	}
 	if len(locked) < l.quorum {
-		return fail(l.noQuorum(ctx, key, res, locked, held))
+		return fail(l.noQuorum(ctx, res, locked, held))
 	}
 
 	// Phase 2: raise the lagging counters. Only locked nodes count towards the
@@ -168,78 +180,27 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 			if ctx.Err() != nil {
 				errs = append(errs, ctx.Err())
 			}
-			return fail(fmt.Errorf("redlock: TryLock of key %s: fence %d recorded on only %d of %d nodes (quorum %d); released: %w",
-				showKey(key), fence, ok, len(l.nodes), l.quorum, errors.Join(errs...)))
+			return fail(fmt.Errorf("fence %d recorded on only %d of %d nodes (quorum %d); released: %w",
+				fence, ok, len(l.nodes), l.quorum, errors.Join(errs...)))
 		}
 	} else if lag := append(lagLocked, lagOther...); len(lag) > 0 {
 		// Not needed for this lease: raise in the background, bounded.
-		go func() {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout(ttl))
+		l.group.Go(func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.CleanupTimeout)
 			defer cancel()
 			fanout(cctx, l, lag, nt, raise, nil, nil, false)
-		}()
+		})
 	}
 	if now := time.Now(); !expires.After(now) {
-		return fail(fmt.Errorf("redlock: TryLock of key %s: the quorum took %v, more than ttl %v less the drift allowance %v; released",
-			showKey(key), now.Sub(start), ttl, l.Drift(ttl)))
+		return fail(fmt.Errorf("the quorum took %v, more than ttl %v less the drift allowance %v; released",
+			now.Sub(start), ttl, l.Drift(ttl)))
 	}
 	att.decide(l, token, res, true, fence)
 	return distlock.Lease{Key: key, Token: token, Fence: uint64(fence), Expires: expires}, nil
 }
 
-// An attempt records the outcome of one TryLock for the nodes that answer phase 1
-// after it stopped waiting for them. A successful attempt with such nodes
-// outstanding is registered in Locker.late under its token, so that Unlock can tell
-// them to release rather than join the lease.
-type attempt struct {
-	mu          sync.Mutex
-	done        bool
-	succeeded   bool
-	fence       int64
-	early       []int // late answers that came before the outcome was known
-	outstanding int   // late answers not yet settled (known once done)
-	unlocked    atomic.Bool
-}
-
-// lateAnswer reports whether node i's late answer is to be settled now (the outcome
-// is known); otherwise it records it in a.early, which TryLock settles.
-func (a *attempt) lateAnswer(i int) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if !a.done {
-		a.early = append(a.early, i)
-	}
-	return a.done
-}
-
-// decide records the outcome, given phase 1's replies: every node that did not
-// answer in time will answer late exactly once. After it, a.early no longer changes.
-func (a *attempt) decide(l *Locker, token string, res []reply[phase1], succeeded bool, fence int64) {
-	late := 0
-	for _, r := range res {
-		if r.ran && errors.Is(r.err, errNoReply) {
-			late++
-		}
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.done, a.succeeded, a.fence, a.outstanding = true, succeeded, fence, late
-	if succeeded && late > 0 {
-		l.late.Store(token, a)
-	}
-}
-
-// settled counts one late answer as settled.
-func (a *attempt) settled(l *Locker, token string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.outstanding--; a.outstanding == 0 {
-		l.late.Delete(token)
-	}
-}
-
 // noQuorum builds the error of an attempt that locked fewer than a quorum of nodes.
-func (l *Locker) noQuorum(ctx context.Context, key string, res []reply[phase1], locked, held []int) error {
+func (l *Locker) noQuorum(ctx context.Context, res []reply[phase1], locked, held []int) error {
 	answered := len(locked) + len(held)
 	if len(held) > 0 && answered >= l.quorum && ctx.Err() == nil {
 		// The answering nodes could have made a quorum: other owners took it.
@@ -255,20 +216,20 @@ func (l *Locker) noQuorum(ctx context.Context, key string, res []reply[phase1], 
 				top, most = o, c
 			}
 		}
-		return fmt.Errorf("redlock: key %s is held by %q on %d of %d nodes (%d held by others in all, %d answered, quorum %d) for up to %v more: %w",
-			showKey(key), top, most, len(l.nodes), len(held), answered, l.quorum, holdFor, distlock.ErrLocked)
+		return fmt.Errorf("held by %q on %d of %d nodes (%d held by others in all, %d answered, quorum %d) for up to %v more: %w",
+			top, most, len(l.nodes), len(held), answered, l.quorum, holdFor, distlock.ErrLocked)
 	}
 	errs := nodeErrors(l, res)
 	for i, r := range res {
 		if r.err == nil && r.v.out != nil {
-			errs = append(errs, fmt.Errorf("%s: %v", l.nodes[i].name, r.v.out))
+			errs = append(errs, fmt.Errorf("%s: %v", l.nodes[i].Name, r.v.out))
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		errs = append(errs, err)
 	}
-	return fmt.Errorf("redlock: TryLock of key %s: locked %d of %d nodes, %d held by others, %d failed or kept out (quorum %d); released: %w",
-		showKey(key), len(locked), len(l.nodes), len(held), len(l.nodes)-answered, l.quorum, errors.Join(errs...))
+	return fmt.Errorf("locked %d of %d nodes, %d held by others, %d failed or kept out (quorum %d); released: %w",
+		len(locked), len(l.nodes), len(held), len(l.nodes)-answered, l.quorum, errors.Join(errs...))
 }
 
 // decidedAcquire reports whether phase 1's answers so far decide TryLock's result,

@@ -34,18 +34,22 @@ type nodeCheck struct {
 // a master with replicas or that is a replica or a Cluster node, two clients that
 // reach the same server (one run_id). A master that does not answer, or refuses a
 // command (CONFIG renamed or denied by an ACL), gives a finding that says what could
-// not be checked; the error is for when no master could be read at all. Call it at
-// start-up; New does no I/O.
+// not be checked; the error, an *distlock.OpError, is for when no master could be
+// read at all. Call it at start-up; New does no I/O.
 func (l *Locker) CheckServer(ctx context.Context) (Report, error) {
+	if err := l.group.Enter(); err != nil {
+		return Report{}, opError("CheckServer", "", err)
+	}
+	defer l.group.Leave()
 	res := fanout(ctx, l, nil, checkTimeout, func(ctx context.Context, i int) (nodeCheck, error) {
-		s, fs, err := redisx.CheckOne(ctx, l.nodes[i].c, l.nodes[i].name, redisx.RedLockNode)
+		s, fs, err := redisx.CheckOne(ctx, l.nodes[i].Client, l.nodes[i].Name, redisx.RedLockNode)
 		return nodeCheck{s, fs}, err
 	}, nil, nil, false)
 	var r Report
 	var errs []error
 	seen := make(map[string]string) // run_id -> node name
 	for i, c := range res {
-		name := l.nodes[i].name
+		name := l.nodes[i].Name
 		if c.err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, c.err))
 			r.Findings = append(r.Findings, Finding{Server: name, Setting: "connection", Unchecked: true,
@@ -63,7 +67,7 @@ func (l *Locker) CheckServer(ctx context.Context) (Report, error) {
 		}
 	}
 	if len(r.Servers) == 0 {
-		return r, fmt.Errorf("redlock: CheckServer: no master could be read: %w", errors.Join(errs...))
+		return r, opError("CheckServer", "", fmt.Errorf("no master could be read: %w", errors.Join(errs...)))
 	}
 	return r, nil
 }

@@ -5,11 +5,18 @@
 //		redis.NewClient(&redis.Options{Addr: "10.0.0.1:6379"}),
 //		// ... four more
 //	}
-//	l, err := redlock.New(clients, nil)
+//	l, err := redlock.New(clients, nil) // bad options or clients are the error
+//	defer l.Close()                     // stops its pub/sub connections; clients stay open
 //	lease, err := l.TryLock(ctx, "nightly-report", 30*time.Second)
 //
 // A *Locker implements distlock.Locker, distlock.Waiter and distlock.Inspector; use
-// it with distlock.Lock, Hold and Do.
+// it with distlock.Lock, Hold and Do. Every error it returns is an
+// *distlock.OpError (Backend "redlock"); test its cause with errors.Is against
+// distlock.ErrLocked, ErrNotHeld, ErrInvalid, ErrClosed or a context error.
+//
+// The package is a fan-out of N single-node Redis cores (internal/redisx, shared
+// with package redislock: the owner-checked scripts, the key layout and the pub/sub
+// hub of Wait) plus the quorum logic of this package.
 //
 // # The algorithm
 //
@@ -79,6 +86,7 @@
 //   - Eviction: maxmemory-policy noeviction (Redis' default) on every master. With
 //     volatile-* a master evicts lock keys when memory runs short; with allkeys-*
 //     fence counters too. A master that forgot a lock can complete a second quorum.
+//     CheckServer reports any other policy.
 //   - Persistence: a master either keeps every acknowledged write across a restart
 //     (appendonly yes, appendfsync always) or comes back empty (appendonly no and
 //     save ""). A master that comes back empty is detected and kept out of quorums
@@ -86,7 +94,8 @@
 //     that comes back with old data (an RDB snapshot, or the last writes lost by
 //     appendfsync everysec or no when its machine crashed) cannot be told from a
 //     healthy one, and its forgotten locks and fence increments break both
-//     exclusion and fences.
+//     exclusion and fences. CheckServer reports appendfsync other than always and
+//     appendonly no with RDB snapshots.
 //   - Failover and replication: none. The masters must be independent: a replica
 //     promoted after its master acknowledged a lock it had not copied is a master
 //     that forgot the lock, with the rest of its data intact, so it is not detected.
@@ -96,16 +105,19 @@
 //     other. A master that lost its data counts as lost until it counts again
 //     (MaxTTL after it came back, and once a quorum of the others answer); if a
 //     majority is lost, the keys they held may be granted twice and fences may
-//     repeat, as with any store that loses a majority.
+//     repeat, as with any store that loses a majority. Nothing can detect that;
+//     keep the masters' failures independent (separate machines and power).
 //   - Clocks: the masters' and the clients' clocks advance at nearly the same rate
 //     (within DriftFactor). A master's clock that jumps forward (a manual change,
 //     NTP stepping rather than slewing) expires locks early and can let two clients
 //     hold a key. A process pause (GC, a stopped VM) longer than the remaining
 //     validity makes a holder outlive its lease: check Lease.Expires, and let the
-//     protected resource check fences.
+//     protected resource check fences. Nothing in redlock detects a clock jump;
+//     check the masters' time discipline.
 //   - Ttls: every Locker of a deployment uses the same Options.MaxTTL (or a larger
 //     one than any ttl in use): the quarantine of a master that came back empty is
-//     the MaxTTL of the client that first reaches it.
+//     the MaxTTL of the client that first reaches it. Nothing checks this across
+//     clients: set it in one place.
 //
 // # Masters that lose their data
 //
@@ -224,13 +236,27 @@
 // ends (unless the client sets ContextTimeoutEnabled). Every call to a master
 // therefore runs on a goroutine of its own, and a call returns when its result is
 // decided, its node timeout passes, or its context ends; a command left behind
-// finishes within the client's own timeouts.
+// finishes within the client's own timeouts (Close waits for it).
 //
 // # Wait
 //
 // Wait subscribes to the key's release channel on every master and reads the locks
-// once enough subscriptions are confirmed that any quorum's release reaches it. The
-// Waits of one Locker share one pub/sub connection per master, opened by the first
-// Wait and closed a few seconds after the last one (or by Close, or with the clients),
-// so a waiter that loops on TryLock and Wait does not dial each time.
+// once enough subscriptions are confirmed that any quorum's release reaches it;
+// until then, a read of the locks sent at once bounds it by the holders' times to
+// live. The Waits of one Locker share one pub/sub connection per master, opened by
+// the first Wait and closed a few seconds after the last one (or by Close, or with
+// the clients), so a waiter that loops on TryLock and Wait does not dial each time.
+// A connection that has been silent for 5s is pinged, and replaced when the PING is
+// not answered within 5s more (a NAT or load balancer may drop an idle connection
+// without a word); a connection that breaks or is replaced wakes the Waits in
+// progress, since a release may have been missed.
+//
+// # Lifecycle
+//
+// New checks its arguments and does no I/O; bad clients or Options are its error,
+// an *distlock.OpError wrapping distlock.ErrInvalid. Close stops the pub/sub
+// connections and waits for the work that calls left running on the masters (late
+// answers, clean-ups, raises), each bounded by the node timeouts and
+// Options.CleanupTimeout; it never closes the clients. After Close every method
+// returns an error wrapping distlock.ErrClosed.
 package redlock

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/redlock"
@@ -94,12 +95,10 @@ func TestFenceAfterEmptyRestart(t *testing.T) {
 	counting(t, l, 15*time.Second)
 	down(t, 0, 1)
 	var ld distlock.Lease
-	if !eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		ld, err = l.TryLock(t.Context(), key, ttl)
 		return err == nil
-	}) {
-		t.Fatalf("TryLock on nodes 2, 3, 4: %v", err)
-	}
+	}, 10*time.Second, 10*time.Millisecond, "TryLock on nodes 2, 3, 4")
 	if ld.Fence <= lc.Fence {
 		t.Fatalf("fence %d on nodes 2, 3, 4 is not above the fence %d issued on nodes 0, 1, 2 before node 2 lost its data", ld.Fence, lc.Fence)
 	}

@@ -31,8 +31,9 @@ func Example() {
 	}
 	l, err := redlock.New(clients, nil)
 	if err != nil {
-		log.Fatal(err)
+		log.Fatal(err) // a bad option, or clients that are not independent masters
 	}
+	defer l.Close() // stops its pub/sub connections; the clients stay open
 	ctx := context.Background()
 	lease, err := l.TryLock(ctx, "nightly-report", 30*time.Second)
 	switch {
@@ -40,7 +41,11 @@ func Example() {
 		fmt.Println("another instance runs the report")
 		return
 	case err != nil:
-		log.Fatal(err) // fewer than a quorum of masters answered
+		var oe *distlock.OpError // every error is one: Backend "redlock", Op, Key, cause
+		if errors.As(err, &oe) {
+			log.Fatalf("%s failed: %v", oe.Op, oe.Err) // e.g. fewer than a quorum of masters answered
+		}
+		log.Fatal(err)
 	}
 	defer l.Unlock(ctx, lease)
 	fmt.Printf("write the report with fence %d until %v\n", lease.Fence, lease.Expires)

@@ -1,29 +1,47 @@
 package redlock
 
-import "sync"
+import (
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock/internal/redisx"
+)
 
 // Names returns the Redis lock key, fence counter and release channel of key on every
 // node, for a Locker with the given prefix.
 func Names(prefix, key string) (lock, fence, channel string) {
-	n := (&Locker{opts: Options{Prefix: prefix}}).names(key)
-	return n.lock, n.fence, n.channel
+	n := redisx.KeyNames(prefix, key)
+	return n.Lock, n.Fence, n.Channel
 }
 
-// HoldAcquire makes phase 1's script to node i wait until release is called, and
-// returns release. Tests that use it must not run in parallel with others.
-func HoldAcquire(i int) (release func()) {
+// HoldAcquire makes l's phase-1 script to node i wait until release is called, and
+// returns release.
+func (l *Locker) HoldAcquire(i int) (release func()) {
 	gate := make(chan struct{})
 	hook := func(node int) {
 		if node == i {
 			<-gate
 		}
 	}
-	testHookAcquire.Store(&hook)
+	l.hookAcquire.Store(&hook)
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			testHookAcquire.Store(nil)
+			l.hookAcquire.Store(nil)
 			close(gate)
 		})
 	}
+}
+
+// WithHub sets the timings of the pub/sub hubs in opts (nil: new Options) and
+// returns it: ping is how long a connection may stay silent before it is pinged
+// (and, silent as long again, replaced), idle how long it stays open after the last
+// Wait, topicIdle how long a channel without waiters stays subscribed. Zero keeps a
+// default.
+func WithHub(opts *Options, ping, idle, topicIdle time.Duration) *Options {
+	if opts == nil {
+		opts = &Options{}
+	}
+	opts.hub = redisx.HubConfig{Ping: ping, Idle: idle, TopicIdle: topicIdle}
+	return opts
 }

@@ -53,10 +53,11 @@ const (
 // errNoReply (and ctx's error, when ctx ended).
 //
 // go-redis does not interrupt a command that waits for its reply (unless the client
-// enables ContextTimeoutEnabled), so each call runs on its own goroutine and an
-// unanswered call is abandoned, not stopped: it ends within the client's own
-// timeouts. When it does, its result goes to late (when not nil), on that goroutine;
-// late must be bounded too.
+// enables ContextTimeoutEnabled), so each call runs on its own goroutine (one that
+// Close waits for) and an unanswered call is abandoned, not stopped: it ends within
+// the client's own timeouts. When it does, its result goes to late (when not nil), on
+// that goroutine; late must be bounded too. Call fanout during a call of l (or from a
+// goroutine of l.group).
 func fanout[T any](ctx context.Context, l *Locker, idx []int, timeout time.Duration,
 	f func(ctx context.Context, i int) (T, error), late func(i int, v T, err error),
 	enough func(res []reply[T]) bool, linger bool) []reply[T] {
@@ -88,7 +89,7 @@ func fanout[T any](ctx context.Context, l *Locker, idx []int, timeout time.Durat
 	for _, i := range idx {
 		res[i].ran = true
 		res[i].suspect = l.suspect[i].Load()
-		go func() {
+		l.group.Go(func() {
 			v, err := f(cctx, i)
 			finished()
 			if ctx.Err() == nil {
@@ -101,7 +102,7 @@ func fanout[T any](ctx context.Context, l *Locker, idx []int, timeout time.Durat
 			if late != nil {
 				late(i, v, err)
 			}
-		}()
+		})
 	}
 	begin := time.Now()
 	timer := time.NewTimer(time.Until(deadline))

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/internal/testenv"
@@ -94,14 +97,14 @@ func TestKillThreeNodes(t *testing.T) {
 		nodes[i].Restart(t)
 	}
 	name := lockName(key)
-	ok := eventually(t, 10*time.Second, func() bool {
+	ok := assert.Eventually(t, func() bool {
 		for i := range nodes {
 			if held, err := rawExists(t.Context(), i, name); err != nil || held {
 				return false
 			}
 		}
 		return true
-	})
+	}, 10*time.Second, 10*time.Millisecond)
 	if !ok {
 		for i := range nodes {
 			held, err := rawExists(t.Context(), i, name)
@@ -168,12 +171,10 @@ func TestSlowNode(t *testing.T) {
 	pc.proxies[0].Heal()
 
 	name := lockName(key)
-	if !eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		held, err := rawExists(t.Context(), 0, name)
 		return err == nil && !held
-	}) {
-		t.Fatalf("the slow node still holds the lock after Unlock")
-	}
+	}, 10*time.Second, 10*time.Millisecond, "the slow node still holds the lock after Unlock")
 }
 
 // TestFenceAcrossMajorities: each acquisition runs on a different majority (a
@@ -185,10 +186,11 @@ func TestFenceAcrossMajorities(t *testing.T) {
 	key := "majorities-" + distlock.NewToken()[:8]
 	_, fenceName, _ := redlock.Names(redlock.DefaultPrefix, key)
 	ttl := 10 * time.Second
-	counter := func(i int) uint64 {
+	counter := func(i int) uint64 { // may run off the test's goroutine
 		v, err := testenv.RedisCommand(t.Context(), nodes[i].Addr(), "GET", fenceName)
 		if err != nil {
-			t.Fatalf("GET fence counter on node %d: %v", i, err)
+			t.Errorf("GET fence counter on node %d: %v", i, err)
+			return 0
 		}
 		s, _ := v.(string)
 		n, _ := strconv.ParseUint(s, 10, 64)
@@ -218,27 +220,23 @@ func TestFenceAcrossMajorities(t *testing.T) {
 				hazard = true
 			}
 		}
-		var lease distlock.Lease
-		ok := eventually(t, 15*time.Second, func() bool {
-			var err error
+		var (
+			lease distlock.Lease
+			err   error
+		)
+		// Retried while the nodes reconnect.
+		require.Eventually(t, func() bool {
 			lease, err = l.TryLock(t.Context(), key, ttl)
-			if err != nil {
-				t.Logf("step %d: TryLock on nodes %v (retrying while nodes reconnect): %v", step, up, err)
-			}
 			return err == nil
-		})
-		if !ok {
-			t.Fatalf("step %d: TryLock on nodes %v never succeeded", step, up)
-		}
+		}, 15*time.Second, 10*time.Millisecond, "step %d: TryLock on nodes %v never succeeded", step, up)
 		if lease.Fence <= last {
 			t.Fatalf("step %d: Fence %d on majority %v is not above the previous fence %d", step, lease.Fence, up, last)
 		}
 		for _, i := range up {
 			if c := counter(i); c < lease.Fence {
 				// The raise of nodes beyond the quorum runs in the background.
-				if !eventually(t, 5*time.Second, func() bool { return counter(i) >= lease.Fence }) {
-					t.Errorf("step %d: node %d's counter %d stays below the fence %d", step, i, c, lease.Fence)
-				}
+				require.Eventually(t, func() bool { return counter(i) >= lease.Fence }, 5*time.Second, 10*time.Millisecond,
+					"step %d: node %d's counter %d stays below the fence %d", step, i, c, lease.Fence)
 			}
 		}
 		t.Logf("step %d: majority %v, fence %d", step, up, lease.Fence)
@@ -463,21 +461,23 @@ func TestInspectQuorumView(t *testing.T) {
 }
 
 // TestWaitSharesConnection: the Waits of one Locker share one subscription per node,
-// all wake on one Unlock, and Close ends the subscriptions (a later Wait opens them
-// again).
+// all wake on one Unlock, and Close ends the subscriptions (a later Wait returns
+// ErrClosed).
 func TestWaitSharesConnection(t *testing.T) {
 	holder := newLocker(t, nil)
 	l := newLocker(t, nil)
 	key := "shared-wait-" + distlock.NewToken()[:8]
 	_, _, channel := redlock.Names(redlock.DefaultPrefix, key)
-	numsub := func() int64 {
+	numsub := func() int64 { // may run off the test's goroutine
 		v, err := testenv.RedisCommand(t.Context(), nodes[0].Addr(), "PUBSUB", "NUMSUB", channel)
 		if err != nil {
-			t.Fatalf("PUBSUB NUMSUB: %v", err)
+			t.Errorf("PUBSUB NUMSUB: %v", err)
+			return -1
 		}
 		a, _ := v.([]any)
 		if len(a) != 2 {
-			t.Fatalf("PUBSUB NUMSUB = %v", v)
+			t.Errorf("PUBSUB NUMSUB = %v", v)
+			return -1
 		}
 		n, _ := a[1].(int64)
 		return n
@@ -491,9 +491,8 @@ func TestWaitSharesConnection(t *testing.T) {
 	for range waiters {
 		go func() { woke <- l.Wait(t.Context(), key) }()
 	}
-	if !eventually(t, 5*time.Second, func() bool { return numsub() == 1 }) {
-		t.Fatalf("%d Waits of one Locker: node 0 has %d subscribers on the channel, want 1", waiters, numsub())
-	}
+	require.Eventually(t, func() bool { return numsub() == 1 }, 5*time.Second, 10*time.Millisecond,
+		"%d Waits of one Locker: node 0 must have 1 subscriber on the channel", waiters)
 	if err := holder.Unlock(t.Context(), lease); err != nil {
 		t.Fatal(err)
 	}
@@ -507,15 +506,10 @@ func TestWaitSharesConnection(t *testing.T) {
 			t.Fatalf("a Wait did not wake within 5s of Unlock")
 		}
 	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if !eventually(t, 5*time.Second, func() bool { return numsub() == 0 }) {
-		t.Fatalf("node 0 still has %d subscribers after Close", numsub())
-	}
-	if err := l.Wait(t.Context(), key); err != nil {
-		t.Fatalf("Wait on a free key after Close: %v", err)
-	}
+	require.NoError(t, l.Close())
+	require.Eventually(t, func() bool { return numsub() == 0 }, 5*time.Second, 10*time.Millisecond,
+		"node 0 still has subscribers after Close")
+	require.ErrorIs(t, l.Wait(t.Context(), key), distlock.ErrClosed, "Wait after Close")
 }
 
 // TestLateGrant: a node that grants a lease's lock after TryLock stopped waiting for
@@ -540,7 +534,7 @@ func TestLateGrant(t *testing.T) {
 	}
 
 	// Joins the lease.
-	release := redlock.HoldAcquire(0)
+	release := l.HoldAcquire(0)
 	t.Cleanup(release)
 	lease, err := l.TryLock(t.Context(), key, ttl)
 	if err != nil {
@@ -550,9 +544,8 @@ func TestLateGrant(t *testing.T) {
 		t.Fatalf("node 0 holds the lock before its acquire was sent")
 	}
 	release()
-	if !eventually(t, 5*time.Second, func() bool { return held() && counter() >= lease.Fence }) {
-		t.Fatalf("node 0's late grant did not join the lease (held %v, counter %d, fence %d)", held(), counter(), lease.Fence)
-	}
+	require.Eventually(t, func() bool { return held() && counter() >= lease.Fence }, 5*time.Second, 10*time.Millisecond,
+		"node 0's late grant did not join the lease (fence %d)", lease.Fence)
 	if err := l.Unlock(t.Context(), lease); err != nil {
 		t.Fatal(err)
 	}
@@ -561,7 +554,7 @@ func TestLateGrant(t *testing.T) {
 	}
 
 	// Granted after Unlock: released at once.
-	release = redlock.HoldAcquire(0)
+	release = l.HoldAcquire(0)
 	t.Cleanup(release)
 	lease, err = l.TryLock(t.Context(), key, ttl)
 	if err != nil {
@@ -572,10 +565,8 @@ func TestLateGrant(t *testing.T) {
 	}
 	before := counter()
 	release()
-	if !eventually(t, 5*time.Second, func() bool { return counter() > before }) {
-		t.Fatalf("node 0 never ran the held-back acquire")
-	}
-	if !eventually(t, 5*time.Second, func() bool { return !held() }) {
-		t.Fatalf("node 0 keeps a lock it granted after Unlock (until its ttl of %v)", ttl)
-	}
+	require.Eventually(t, func() bool { return counter() > before }, 5*time.Second, 10*time.Millisecond,
+		"node 0 never ran the held-back acquire")
+	require.Eventually(t, func() bool { return !held() }, 5*time.Second, 10*time.Millisecond,
+		"node 0 keeps a lock it granted after Unlock (until its ttl of %v)", ttl)
 }

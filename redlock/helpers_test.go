@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/testenv"
@@ -37,9 +38,7 @@ func nodeAddrs() []string {
 func newLocker(t testing.TB, opts *redlock.Options) *redlock.Locker {
 	t.Helper()
 	l, err := redlock.New(clients(t, nodeAddrs()), opts)
-	if err != nil {
-		t.Fatalf("redlock.New: %v", err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() }) // before the clients close
 	return l
 }
@@ -68,49 +67,30 @@ func restartEmpty(t *testing.T, i int) {
 
 // counting waits until every node counts towards l's quorums again (a node that
 // came back empty is kept out for MaxTTL, then given an era): until a lock of l
-// holds on all of them. It fails t after d.
+// holds on all of them. It fails t after d. It may run in t's cleanup.
 func counting(t *testing.T, l *redlock.Locker, d time.Duration) {
 	t.Helper()
+	ctx := context.WithoutCancel(t.Context()) // not cancelled in t's cleanup
 	key := "counting-" + distlock.NewToken()[:8]
-	ok := eventually(t, d, func() bool {
-		lease, err := l.TryLock(t.Context(), key, time.Second)
+	require.Eventually(t, func() bool {
+		lease, err := l.TryLock(ctx, key, time.Second)
 		if err != nil {
 			return false
 		}
-		defer func() { _ = l.Unlock(t.Context(), lease) }()
+		defer func() { _ = l.Unlock(ctx, lease) }()
 		for i := range nodes {
-			if held, err := rawExists(t.Context(), i, lockName(key)); err != nil || !held {
+			if held, err := rawExists(ctx, i, lockName(key)); err != nil || !held {
 				return false
 			}
 		}
 		return true
-	})
-	if !ok {
-		t.Fatalf("the nodes do not all count again within %v", d)
-	}
+	}, d, 10*time.Millisecond, "the nodes do not all count again within %v", d)
 }
 
 // rawExists reports whether node i holds the Redis key name.
 func rawExists(ctx context.Context, i int, name string) (bool, error) {
 	v, err := testenv.RedisCommand(ctx, nodes[i].Addr(), "EXISTS", name)
 	return v == int64(1), err
-}
-
-// eventually polls cond every 10ms until it is true or d passes.
-func eventually(t *testing.T, d time.Duration, cond func() bool) bool {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		select {
-		case <-time.After(10 * time.Millisecond):
-		case <-t.Context().Done():
-			return false
-		}
-	}
-	return true
 }
 
 // lockName returns the Redis name of key's lock on every node, for a Locker with the

@@ -56,17 +56,28 @@ type lockView struct {
 // acquisition is half-way), and another error when fewer than a quorum of nodes
 // answered. Each node gets Options.NodeTimeout.
 func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, error) {
-	if err := distlock.ValidateKey(key, l.opts.MaxKeyLen); err != nil {
+	if err := l.group.Enter(); err != nil {
+		return distlock.Holder{}, opError("Inspect", key, err)
+	}
+	defer l.group.Leave()
+	h, err := l.inspect(ctx, key)
+	if err != nil {
+		return distlock.Holder{}, opError("Inspect", key, err)
+	}
+	return h, nil
+}
+
+func (l *Locker) inspect(ctx context.Context, key string) (distlock.Holder, error) {
+	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
 		return distlock.Holder{}, err
 	}
-	what := func() string { return "redlock: Inspect of key " + showKey(key) }
 	if err := ctx.Err(); err != nil {
-		return distlock.Holder{}, fmt.Errorf("%s: %w", what(), err)
+		return distlock.Holder{}, err
 	}
 	n := l.names(key)
 	start := time.Now()
 	res := fanout(ctx, l, nil, l.opts.NodeTimeout, func(ctx context.Context, i int) (lockView, error) {
-		v, err := l.run(ctx, i, inspectScript, []string{n.lock}).Slice()
+		v, err := l.nodes[i].Run(ctx, inspectScript, []string{n.Lock}).Slice()
 		if errors.Is(err, redis.Nil) {
 			return lockView{free: true}, nil
 		}
@@ -74,7 +85,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, erro
 			return lockView{}, err
 		}
 		if len(v) != 4 {
-			return lockView{}, fmt.Errorf("redlock: unexpected reply %#v from the inspect script", v)
+			return lockView{}, fmt.Errorf("unexpected reply %#v from the inspect script", v)
 		}
 		token, _ := v[0].(string)
 		fs, _ := v[1].(string)
@@ -135,7 +146,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, erro
 		if err := ctx.Err(); err != nil {
 			errs = append(errs, err)
 		}
-		return distlock.Holder{}, fmt.Errorf("%s: only %d of %d nodes answered (quorum %d): %w", what(), answered, len(l.nodes), l.quorum, errors.Join(errs...))
+		return distlock.Holder{}, fmt.Errorf("only %d of %d nodes answered (quorum %d): %w", answered, len(l.nodes), l.quorum, errors.Join(errs...))
 	}
-	return distlock.Holder{}, fmt.Errorf("%s: no owner holds it on a quorum of %d of %d nodes: %w", what(), l.quorum, len(l.nodes), distlock.ErrNotHeld)
+	return distlock.Holder{}, fmt.Errorf("no owner holds it on a quorum of %d of %d nodes: %w", l.quorum, len(l.nodes), distlock.ErrNotHeld)
 }

@@ -3,10 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/internal/redisx"
 )
@@ -21,10 +18,6 @@ type phase1 struct {
 	out     *nodeState    // non-nil when the node does not count: it lost its data
 }
 
-// testHookAcquire, when set (by tests), runs before phase 1's script is sent to a
-// node, with the node's index.
-var testHookAcquire atomic.Pointer[func(i int)]
-
 // acquireCall is the keys and arguments of phase 1's script, the same on every node.
 type acquireCall struct {
 	keys []string
@@ -32,10 +25,10 @@ type acquireCall struct {
 }
 
 func (l *Locker) acquireOn(ctx context.Context, i int, c acquireCall) (phase1, error) {
-	if hook := testHookAcquire.Load(); hook != nil {
+	if hook := l.hookAcquire.Load(); hook != nil {
 		(*hook)(i)
 	}
-	v, err := l.run(ctx, i, acquireScript, c.keys, c.args...).Result()
+	v, err := l.nodes[i].Run(ctx, acquireScript, c.keys, c.args...).Result()
 	if err != nil {
 		return phase1{}, err
 	}
@@ -62,36 +55,35 @@ func (l *Locker) acquireOn(ctx context.Context, i int, c acquireCall) (phase1, e
 			}
 		}
 	}
-	return phase1{}, fmt.Errorf("redlock: unexpected reply %#v from the acquire script", v)
+	return phase1{}, fmt.Errorf("unexpected reply %#v from the acquire script", v)
 }
 
-func (l *Locker) raiseOn(ctx context.Context, i int, n names, token string, fence int64) (bool, error) {
-	v, err := l.run(ctx, i, raiseScript, []string{n.lock, n.fence, l.state.marker}, token, fence).Int64()
+func (l *Locker) raiseOn(ctx context.Context, i int, n redisx.Names, token string, fence int64) (bool, error) {
+	v, err := l.nodes[i].Run(ctx, raiseScript, []string{n.Lock, n.Fence, l.state.marker}, token, fence).Int64()
 	return v == 1, err
 }
 
-func (l *Locker) releaseOn(ctx context.Context, i int, n names, token string) (bool, error) {
-	v, err := l.run(ctx, i, unlockScript, []string{n.lock}, token, n.channel).Int64()
-	return v == 1, err
+func (l *Locker) releaseOn(ctx context.Context, i int, n redisx.Names, token string) (bool, error) {
+	return l.nodes[i].Release(ctx, n, token)
 }
 
 // release removes token's lock from the nodes in idx with a fresh context that
-// outlives the caller's (context.WithoutCancel), bounded by cleanupTimeout(ttl). It
-// waits for the nodes while ctx is alive, at most wait; the rest finish in the
-// background.
-func (l *Locker) release(ctx context.Context, idx []int, n names, token string, ttl, wait time.Duration) {
+// outlives the caller's (context.WithoutCancel), bounded by Options.CleanupTimeout.
+// It waits for the nodes while ctx is alive, at most wait; the rest finish in the
+// background (Close waits for them).
+func (l *Locker) release(ctx context.Context, idx []int, n redisx.Names, token string, wait time.Duration) {
 	if len(idx) == 0 {
 		return
 	}
 	done := make(chan struct{})
-	go func() {
+	l.group.Go(func() {
 		defer close(done)
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout(ttl))
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.CleanupTimeout)
 		defer cancel()
-		fanout(cctx, l, idx, cleanupTimeout(ttl), func(ctx context.Context, i int) (bool, error) {
+		fanout(cctx, l, idx, l.opts.CleanupTimeout, func(ctx context.Context, i int) (bool, error) {
 			return l.releaseOn(ctx, i, n, token)
 		}, nil, nil, false)
-	}()
+	})
 	if ctx.Err() != nil || wait <= 0 {
 		return
 	}
@@ -102,13 +94,4 @@ func (l *Locker) release(ctx context.Context, idx []int, n names, token string, 
 	case <-t.C:
 	case <-ctx.Done():
 	}
-}
-
-// run runs script s on node i (EVALSHA, then EVAL on NOSCRIPT). The EVAL that follows
-// a NOSCRIPT reply gets a fresh context, bounded by Options.NodeTimeout, when ctx has
-// ended meanwhile: a node whose script cache is empty (after any restart) and whose
-// answer came after the fan-out stopped waiting must still do what it was asked, so
-// that a late phase-1 grant can join its lease (see fanout's late handler).
-func (l *Locker) run(ctx context.Context, i int, s *redis.Script, keys []string, args ...any) *redis.Cmd {
-	return redisx.Run(ctx, l.nodes[i].c, s, l.opts.NodeTimeout, keys, args...)
 }

@@ -122,7 +122,7 @@ func (l *Locker) settleNodes(ctx context.Context, res []reply[phase1], bootstrap
 	}
 	assign := func(ctx context.Context, idx []int, lift string) []reply[bool] {
 		return fanout(ctx, l, idx, l.opts.NodeTimeout, func(ctx context.Context, i int) (bool, error) {
-			v, err := l.run(ctx, i, assignScript, []string{l.state.marker, l.state.quarantine}, res[i].v.out.epoch, next, lift).Int64()
+			v, err := l.nodes[i].Run(ctx, assignScript, []string{l.state.marker, l.state.quarantine}, res[i].v.out.epoch, next, lift).Int64()
 			return v == 1, err
 		}, nil, nil, false)
 	}
@@ -142,11 +142,11 @@ func (l *Locker) settleNodes(ctx context.Context, res []reply[phase1], bootstrap
 		}
 	}
 	if len(ended) > 0 && withEra >= l.quorum {
-		go func() {
+		l.group.Go(func() {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.NodeTimeout)
 			defer cancel()
 			assign(cctx, ended, "0")
-		}()
+		})
 	}
 	return false
 }

@@ -3,21 +3,26 @@ package redlock
 import (
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redisx"
 )
 
-// Defaults and limits of Options.
+// Limits and defaults of Options.
 const (
 	// DefaultPrefix is the key namespace when Options.Prefix is empty. It differs
 	// from package redislock's, so the two never share keys on one server.
 	DefaultPrefix = "redlock"
-	// DefaultMaxKeyLen is the longest key, in bytes, when Options.MaxKeyLen is zero.
-	DefaultMaxKeyLen = 8 << 10
+	// MaxKeyLen is the longest key, in bytes, that a Locker accepts; a longer one
+	// gives ErrInvalid. Each key is stored in full, on every node, in the names of
+	// its lock key, its fence counter and its release channel, and the counter is
+	// never deleted.
+	MaxKeyLen = redisx.MaxKeyLen
 	// MaxOwnerLen is the longest Options.Owner label, in bytes.
-	MaxOwnerLen = 256
+	MaxOwnerLen = redisx.MaxOwnerLen
+	// DefaultCleanupTimeout is Options.CleanupTimeout when it is zero.
+	DefaultCleanupTimeout = redisx.DefaultCleanupTimeout
 	// DefaultNodeTimeout is Options.NodeTimeout when it is zero.
 	DefaultNodeTimeout = 200 * time.Millisecond
 	// MinNodeTimeout is the smallest per-node timeout a call uses, whatever its ttl.
@@ -35,16 +40,21 @@ const (
 // field.
 type Options struct {
 	// Prefix is the namespace of every Redis key and channel the Locker uses on each
-	// node (see the package documentation for the layout). It must not contain '{'
-	// or '}'. Default DefaultPrefix ("redlock").
+	// node (see "Keys on each master" in the package documentation). It must not
+	// contain '{' or '}'. Default DefaultPrefix ("redlock").
 	Prefix string
 	// Owner is a label stored with every lock this Locker takes; Inspect reports it
 	// and ErrLocked errors name it. It is for people, not for the owner check (that
-	// uses the Lease's Token). At most MaxOwnerLen bytes. Default "<hostname>:<pid>".
+	// uses the Lease's Token). At most MaxOwnerLen bytes. Default
+	// distlock.DefaultOwner() ("<hostname>:<pid>").
 	Owner string
-	// MaxKeyLen is the longest key, in bytes, that the Locker accepts; a longer one
-	// gives ErrInvalid. It must not be negative. Zero means DefaultMaxKeyLen (8 KiB).
-	MaxKeyLen int
+	// CleanupTimeout bounds the fresh context (never the caller's, which may be dead)
+	// of the work a call leaves behind on the nodes: removing the locks of a failed
+	// attempt (including those whose answer never came), settling nodes that
+	// answered after the call stopped waiting for them, and raising lagging fence
+	// counters. Locks left behind expire by their ttl. It must not be negative.
+	// Default DefaultCleanupTimeout (5s).
+	CleanupTimeout time.Duration
 	// NodeTimeout caps how long a call waits for any one node. The timeout a call
 	// actually uses depends on its ttl:
 	//
@@ -72,6 +82,9 @@ type Options struct {
 	// use the same MaxTTL, or a larger one than any other's ttl. It must not be
 	// negative. Zero means DefaultMaxTTL (1 minute).
 	MaxTTL time.Duration
+
+	// hub shortens the pub/sub hubs' timings in tests (export_test.go).
+	hub redisx.HubConfig
 }
 
 // withDefaults returns o with its zero fields filled in, or an error wrapping
@@ -81,44 +94,29 @@ func (o *Options) withDefaults() (Options, error) {
 	if o != nil {
 		r = *o
 	}
-	if r.Prefix == "" {
-		r.Prefix = DefaultPrefix
+	c := redisx.Common{Prefix: r.Prefix, Owner: r.Owner, CleanupTimeout: r.CleanupTimeout}
+	if err := c.Fill(DefaultPrefix); err != nil {
+		return r, err
 	}
-	if strings.ContainsAny(r.Prefix, "{}") {
-		return r, fmt.Errorf("%w: redlock: Options.Prefix %q contains '{' or '}'", distlock.ErrInvalid, r.Prefix)
-	}
-	if r.Owner == "" {
-		r.Owner = distlock.DefaultOwner()
-	}
-	if len(r.Owner) > MaxOwnerLen {
-		return r, fmt.Errorf("%w: redlock: Options.Owner of %d bytes is longer than %d bytes", distlock.ErrInvalid, len(r.Owner), MaxOwnerLen)
-	}
-	if r.MaxKeyLen < 0 {
-		return r, fmt.Errorf("%w: redlock: Options.MaxKeyLen %d is negative", distlock.ErrInvalid, r.MaxKeyLen)
-	}
-	if r.MaxKeyLen == 0 {
-		r.MaxKeyLen = DefaultMaxKeyLen
-	}
-	if r.NodeTimeout < 0 {
-		return r, fmt.Errorf("%w: redlock: Options.NodeTimeout %v is negative", distlock.ErrInvalid, r.NodeTimeout)
+	r.Prefix, r.Owner, r.CleanupTimeout = c.Prefix, c.Owner, c.CleanupTimeout
+	switch {
+	case r.NodeTimeout < 0:
+		return r, fmt.Errorf("%w: Options.NodeTimeout %v is negative", distlock.ErrInvalid, r.NodeTimeout)
+	case math.IsNaN(r.DriftFactor) || r.DriftFactor < 0 || r.DriftFactor >= 0.5:
+		return r, fmt.Errorf("%w: Options.DriftFactor %v is not in [0, 0.5)", distlock.ErrInvalid, r.DriftFactor)
+	case r.DriftConst < 0:
+		return r, fmt.Errorf("%w: Options.DriftConst %v is negative", distlock.ErrInvalid, r.DriftConst)
+	case r.MaxTTL < 0:
+		return r, fmt.Errorf("%w: Options.MaxTTL %v is negative", distlock.ErrInvalid, r.MaxTTL)
 	}
 	if r.NodeTimeout == 0 {
 		r.NodeTimeout = DefaultNodeTimeout
 	}
-	if math.IsNaN(r.DriftFactor) || r.DriftFactor < 0 || r.DriftFactor >= 0.5 {
-		return r, fmt.Errorf("%w: redlock: Options.DriftFactor %v is not in [0, 0.5)", distlock.ErrInvalid, r.DriftFactor)
-	}
 	if r.DriftFactor == 0 {
 		r.DriftFactor = DefaultDriftFactor
 	}
-	if r.DriftConst < 0 {
-		return r, fmt.Errorf("%w: redlock: Options.DriftConst %v is negative", distlock.ErrInvalid, r.DriftConst)
-	}
 	if r.DriftConst == 0 {
 		r.DriftConst = DefaultDriftConst
-	}
-	if r.MaxTTL < 0 {
-		return r, fmt.Errorf("%w: redlock: Options.MaxTTL %v is negative", distlock.ErrInvalid, r.MaxTTL)
 	}
 	if r.MaxTTL == 0 {
 		r.MaxTTL = DefaultMaxTTL

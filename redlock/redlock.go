@@ -1,12 +1,8 @@
 package redlock
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"math"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,32 +10,33 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redisx"
 )
 
+// backend is the Backend of the Locker's errors.
+const backend = "redlock"
+
 // A Locker takes leases on keys with the RedLock algorithm over N independent Redis
-// masters. It implements distlock.Locker, distlock.Waiter and distlock.Inspector, and
-// is safe for concurrent use. Its only resources are the pub/sub connections that
-// Wait opens (one per node, shared by all Waits, closed a few seconds after the last
-// Wait, by Close, or with the clients); closing the clients is the caller's business.
+// masters: a fan-out of one internal/redisx Node per master (its scripts and the
+// pub/sub hub of its Waits) plus the quorum logic. It implements distlock.Locker,
+// distlock.Waiter and distlock.Inspector, and is safe for concurrent use. Make it
+// with New; Close it when done (Close never closes the clients).
 type Locker struct {
-	nodes   []node
+	nodes   []*redisx.Node
 	all     []int // 0..N-1
 	quorum  int
 	opts    Options
 	suspect []atomic.Bool // per node: its last call failed (see fanout)
-	hubs    []*hub        // per node: the pub/sub connection shared by Waits
 	late    sync.Map      // token -> *attempt: leases with late phase-1 answers pending
 	state   nodeKeys      // the Redis names of each node's own state (see nodestate.go)
 	// quarantineMS is how long, in ms on its own clock, a node that came back empty
 	// stays out of quorums: MaxTTL, plus a tenth of it (the longest per-node timeout
 	// of an attempt: see nodestate.go), plus its drift allowance.
 	quarantineMS int64
-}
-
-// A node is one independent Redis master.
-type node struct {
-	c    redis.UniversalClient
-	name string // for messages: "node 2 (127.0.0.1:6379)"
+	group        *redisx.Group // calls and their goroutines, for Close
+	// hookAcquire, when set (by tests, export_test.go), runs before phase 1's script
+	// is sent to a node, with the node's index.
+	hookAcquire atomic.Pointer[func(i int)]
 }
 
 var (
@@ -49,7 +46,8 @@ var (
 )
 
 // New returns a Locker over the Redis masters that clients reach, one client per
-// master. A nil opts means the defaults.
+// master; the caller keeps the clients and closes them (after the Locker's Close).
+// A nil opts means the defaults. New does no I/O (see CheckServer).
 //
 // The masters must be independent: no replication between them, no two clients on
 // one server (New rejects the same client twice and two *redis.Client with the same
@@ -62,59 +60,77 @@ var (
 // UniversalClient of one server): New rejects a *redis.ClusterClient or *redis.Ring,
 // which would spread a node's keys over several servers that fail independently.
 //
-// New returns an error wrapping distlock.ErrInvalid, naming the bad value, when
-// clients is empty or holds nil, the same node twice or a Cluster or Ring client, or
-// when opts is invalid.
+// New returns an *distlock.OpError wrapping distlock.ErrInvalid, naming the bad
+// value, when clients is empty or holds nil, the same node twice or a Cluster or Ring
+// client, or when opts is invalid.
 func New(clients []redis.UniversalClient, opts *Options) (*Locker, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
-		return nil, err
+		return nil, opError("New", "", err)
 	}
 	if len(clients) == 0 {
-		return nil, fmt.Errorf("%w: redlock: no Redis clients (RedLock needs N >= 1 independent masters, best 5)", distlock.ErrInvalid)
+		return nil, opError("New", "", fmt.Errorf("%w: no Redis clients (RedLock needs N >= 1 independent masters, best 5)", distlock.ErrInvalid))
 	}
-	l := &Locker{opts: o, quorum: len(clients)/2 + 1}
+	l := &Locker{opts: o, quorum: len(clients)/2 + 1, group: redisx.NewGroup()}
 	l.state = stateKeys(o.Prefix)
-	l.quarantineMS = millis(o.MaxTTL + o.MaxTTL/10 + l.Drift(o.MaxTTL))
+	l.quarantineMS = redisx.Millis(o.MaxTTL + o.MaxTTL/10 + l.Drift(o.MaxTTL))
 	addrs := make(map[string]int)
 	for i, c := range clients {
-		switch c.(type) {
-		case nil:
-			return nil, fmt.Errorf("%w: redlock: client %d of %d is nil", distlock.ErrInvalid, i, len(clients))
-		case *redis.ClusterClient, *redis.Ring:
-			return nil, fmt.Errorf("%w: redlock: client %d of %d is a %T: each RedLock node must be one standalone master", distlock.ErrInvalid, i, len(clients), c)
-		}
-		for j := range i {
-			if clients[j] == c {
-				return nil, fmt.Errorf("%w: redlock: clients %d and %d are the same client: each node must be counted once", distlock.ErrInvalid, j, i)
-			}
+		if err := checkClient(clients, i, addrs); err != nil {
+			return nil, opError("New", "", err)
 		}
 		name := fmt.Sprintf("node %d", i)
 		if rc, ok := c.(*redis.Client); ok {
-			addr := rc.Options().Addr
-			if j, dup := addrs[addr]; dup {
-				return nil, fmt.Errorf("%w: redlock: clients %d and %d both reach %s: each node must be counted once", distlock.ErrInvalid, j, i, addr)
-			}
-			addrs[addr] = i
-			name = fmt.Sprintf("node %d (%s)", i, addr)
+			name = fmt.Sprintf("node %d (%s)", i, rc.Options().Addr)
 		}
-		l.nodes = append(l.nodes, node{c: c, name: name})
+		l.nodes = append(l.nodes, redisx.NewNode(c, i, name, o.NodeTimeout, o.hub))
 		l.all = append(l.all, i)
 	}
 	l.suspect = make([]atomic.Bool, len(l.nodes))
-	for i, n := range l.nodes {
-		l.hubs = append(l.hubs, &hub{c: n.c, i: i})
-	}
 	return l, nil
 }
 
-// Close closes the pub/sub connections that Wait opened and waits for their
-// goroutines. It does not close the clients, and the Locker stays usable: a later
-// Wait opens them again. It returns nil.
-func (l *Locker) Close() error {
-	for _, h := range l.hubs {
-		h.close()
+// checkClient returns an error wrapping distlock.ErrInvalid when clients[i] is nil,
+// a Cluster or Ring client, or the same node as an earlier client; addrs maps the
+// addresses of the earlier *redis.Client to their index.
+func checkClient(clients []redis.UniversalClient, i int, addrs map[string]int) error {
+	c := clients[i]
+	switch c.(type) {
+	case nil:
+		return fmt.Errorf("%w: client %d of %d is nil", distlock.ErrInvalid, i, len(clients))
+	case *redis.ClusterClient, *redis.Ring:
+		return fmt.Errorf("%w: client %d of %d is a %T: each RedLock node must be one standalone master", distlock.ErrInvalid, i, len(clients), c)
 	}
+	for j := range i {
+		if clients[j] == c {
+			return fmt.Errorf("%w: clients %d and %d are the same client: each node must be counted once", distlock.ErrInvalid, j, i)
+		}
+	}
+	if rc, ok := c.(*redis.Client); ok {
+		addr := rc.Options().Addr
+		if j, dup := addrs[addr]; dup {
+			return fmt.Errorf("%w: clients %d and %d both reach %s: each node must be counted once", distlock.ErrInvalid, j, i, addr)
+		}
+		addrs[addr] = i
+	}
+	return nil
+}
+
+// Close stops the Locker's background work and waits for it: the pub/sub connection
+// of each node is closed (Waits in progress return an error wrapping
+// distlock.ErrClosed), and Close waits for the calls in progress and for the work
+// they left running on the nodes (late answers, clean-ups, raises: each bounded by
+// the node timeouts and Options.CleanupTimeout). It does not close the clients, and it
+// does not release held leases: each stays held until its Unlock (before Close) or
+// its ttl. Every call after Close returns an *distlock.OpError wrapping
+// distlock.ErrClosed. Close is idempotent; it returns nil.
+func (l *Locker) Close() error {
+	if l.group.Close() {
+		for _, n := range l.nodes {
+			n.Hub.Close()
+		}
+	}
+	l.group.Wait()
 	return nil
 }
 
@@ -140,73 +156,33 @@ func (l *Locker) Drift(ttl time.Duration) time.Duration {
 	return d + l.opts.DriftConst
 }
 
-// names are the Redis names of one user key on every node. They share the hash tag
-// {<tag>}, so they hash to one Cluster slot where a node is itself a Cluster.
-type names struct {
-	lock, fence, channel string
-}
-
-// names returns "<prefix>:{<tag>}:lock:<key>", "<prefix>:{<tag>}:fence:<key>" and
-// "<prefix>:{<tag>}:release:<key>", where <tag> is the first 8 bytes of
-// SHA-256(key) in hex. The key follows in full after a fixed-length part, so distinct
-// keys (and distinct prefixes) give distinct names.
-func (l *Locker) names(key string) names {
-	sum := sha256.Sum256([]byte(key))
-	var b strings.Builder
-	b.Grow(len(l.opts.Prefix) + 20)
-	b.WriteString(l.opts.Prefix)
-	b.WriteString(":{")
-	var tag [16]byte
-	hex.Encode(tag[:], sum[:8])
-	b.Write(tag[:])
-	b.WriteString("}:")
-	base := b.String()
-	return names{lock: base + "lock:" + key, fence: base + "fence:" + key, channel: base + "release:" + key}
-}
+// names returns the Redis names of key on every node (see "Keys on each master" in
+// the package documentation).
+func (l *Locker) names(key string) redisx.Names { return redisx.KeyNames(l.opts.Prefix, key) }
 
 func (l *Locker) checkTTL(ttl time.Duration) error {
 	if err := distlock.ValidateTTL(ttl); err != nil {
 		return err
 	}
 	if ttl > l.opts.MaxTTL {
-		return fmt.Errorf("%w: redlock: ttl %v is longer than Options.MaxTTL %v", distlock.ErrInvalid, ttl, l.opts.MaxTTL)
+		return fmt.Errorf("%w: ttl %v is longer than Options.MaxTTL %v", distlock.ErrInvalid, ttl, l.opts.MaxTTL)
 	}
 	if d := l.Drift(ttl); ttl <= d+l.NodeTimeout(ttl) {
-		return fmt.Errorf("%w: redlock: ttl %v leaves no validity after the clock-drift allowance %v and one node timeout %v", distlock.ErrInvalid, ttl, d, l.NodeTimeout(ttl))
+		return fmt.Errorf("%w: ttl %v leaves no validity after the clock-drift allowance %v and one node timeout %v", distlock.ErrInvalid, ttl, d, l.NodeTimeout(ttl))
 	}
 	return nil
 }
 
-func (l *Locker) checkLease(lease distlock.Lease) error {
+func checkLease(lease distlock.Lease) error {
 	if err := distlock.ValidateLease(lease); err != nil {
 		return err
 	}
-	return distlock.ValidateKey(lease.Key, l.opts.MaxKeyLen)
+	return distlock.ValidateKey(lease.Key, MaxKeyLen)
 }
 
-// millis returns ttl in whole milliseconds, rounded up: a node must never free the
-// key before the client's Expires.
-func millis(ttl time.Duration) int64 {
-	ms := int64(ttl / time.Millisecond)
-	if ttl%time.Millisecond != 0 {
-		ms++
-	}
-	return ms
-}
-
-// cleanupTimeout bounds the removal of a half-made lock: it expires by itself after
-// ttl, so waiting much longer is pointless; but give a short ttl a fair try.
-func cleanupTimeout(ttl time.Duration) time.Duration {
-	return min(max(ttl, time.Second), 5*time.Second)
-}
-
-// showKey formats key for an error message, shortening a long one.
-func showKey(key string) string {
-	const max = 64
-	if len(key) <= max {
-		return strconv.Quote(key)
-	}
-	return fmt.Sprintf("%q... (%d bytes)", key[:max], len(key))
+// opError is the error of op on key.
+func opError(op, key string, err error) error {
+	return &distlock.OpError{Backend: backend, Op: op, Key: key, Err: err}
 }
 
 // nodeErrors returns the errors of the replies that have one, each naming its node.
@@ -214,7 +190,7 @@ func nodeErrors[T any](l *Locker, res []reply[T]) []error {
 	var errs []error
 	for i, r := range res {
 		if r.ran && r.err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", l.nodes[i].name, r.err))
+			errs = append(errs, fmt.Errorf("%s: %w", l.nodes[i].Name, r.err))
 		}
 	}
 	return errs

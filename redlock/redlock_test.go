@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/redlock"
@@ -34,15 +35,53 @@ func TestNewInvalid(t *testing.T) {
 		{"DriftFactor 0.5", five, &redlock.Options{DriftFactor: 0.5}, "Options.DriftFactor 0.5"},
 		{"DriftFactor NaN", five, &redlock.Options{DriftFactor: math.NaN()}, "Options.DriftFactor NaN"},
 		{"negative DriftConst", five, &redlock.Options{DriftConst: -time.Millisecond}, "Options.DriftConst -1ms"},
-		{"negative MaxKeyLen", five, &redlock.Options{MaxKeyLen: -1}, "Options.MaxKeyLen -1"},
+		{"negative CleanupTimeout", five, &redlock.Options{CleanupTimeout: -time.Second}, "Options.CleanupTimeout -1s"},
+		{"negative MaxTTL", five, &redlock.Options{MaxTTL: -time.Second}, "Options.MaxTTL -1s"},
 		{"long Owner", five, &redlock.Options{Owner: strings.Repeat("o", redlock.MaxOwnerLen+1)}, "Options.Owner of 257 bytes"},
 	}
 	for _, c := range cases {
 		l, err := redlock.New(c.clients, c.opts)
-		if !errors.Is(err, distlock.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: New = %v, %v; want ErrInvalid mentioning %q", c.name, l, err, c.want)
-		}
+		require.Nil(t, l, c.name)
+		require.ErrorIs(t, err, distlock.ErrInvalid, c.name)
+		require.ErrorContains(t, err, c.want, c.name)
+		var oe *distlock.OpError
+		require.ErrorAs(t, err, &oe, c.name)
+		require.Equal(t, distlock.OpError{Backend: "redlock", Op: "New", Err: oe.Err}, *oe, c.name)
 	}
+}
+
+// TestClose: Close is idempotent, leaves the clients open, and every call after it
+// returns an *OpError wrapping ErrClosed, naming its operation.
+func TestClose(t *testing.T) {
+	cs := clients(t, nodeAddrs())
+	l, err := redlock.New(cs, nil)
+	require.NoError(t, err)
+	ctx := t.Context()
+	lease, err := l.TryLock(ctx, "close-"+distlock.NewToken()[:8], 10*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	require.NoError(t, l.Close(), "second Close")
+	for _, c := range cs {
+		require.NoError(t, c.Ping(ctx).Err(), "Close closed a client")
+	}
+	closed := func(op string, err error) {
+		t.Helper()
+		require.ErrorIs(t, err, distlock.ErrClosed, op)
+		var oe *distlock.OpError
+		require.ErrorAs(t, err, &oe, op)
+		require.Equal(t, op, oe.Op)
+		require.Equal(t, "redlock", oe.Backend)
+	}
+	_, err = l.TryLock(ctx, "k", 10*time.Second)
+	closed("TryLock", err)
+	_, err = l.Renew(ctx, lease, 10*time.Second)
+	closed("Renew", err)
+	closed("Unlock", l.Unlock(ctx, lease))
+	closed("Wait", l.Wait(ctx, "k"))
+	_, err = l.Inspect(ctx, "k")
+	closed("Inspect", err)
+	_, err = l.CheckServer(ctx)
+	closed("CheckServer", err)
 }
 
 func TestQuorumAndTimeouts(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redisx"
 )
 
 // Renew extends lease to ttl from now on every node where its token still owns the
@@ -22,27 +23,35 @@ import (
 // token's remaining locks in the background. Any other error (too few nodes
 // answered, the round took longer than the validity) leaves the lease's state unknown;
 // the old Expires still bounds it. Renew never re-takes a node whose lock is gone: a
-// lease that lapsed stays dead.
+// lease that lapsed stays dead. Every error is an *distlock.OpError.
 func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
 	start := time.Now() // before anything else: Expires counts from here
-	if err := l.checkLease(lease); err != nil {
+	if err := l.group.Enter(); err != nil {
+		return distlock.Lease{}, opError("Renew", lease.Key, err)
+	}
+	defer l.group.Leave()
+	next, err := l.renew(ctx, lease, ttl, start)
+	if err != nil {
+		return distlock.Lease{}, opError("Renew", lease.Key, err)
+	}
+	return next, nil
+}
+
+func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Duration, start time.Time) (distlock.Lease, error) {
+	if err := checkLease(lease); err != nil {
 		return distlock.Lease{}, err
 	}
 	if err := l.checkTTL(ttl); err != nil {
 		return distlock.Lease{}, err
 	}
-	what := func() string {
-		return fmt.Sprintf("redlock: Renew of key %s (fence %d)", showKey(lease.Key), lease.Fence)
-	}
 	if err := ctx.Err(); err != nil {
-		return distlock.Lease{}, fmt.Errorf("%s: %w", what(), err)
+		return distlock.Lease{}, fmt.Errorf("fence %d: %w", lease.Fence, err)
 	}
 	n := l.names(lease.Key)
-	ms := millis(ttl)
+	ms := redisx.Millis(ttl)
 	expires := start.Add(ttl - l.Drift(ttl))
 	res := fanout(ctx, l, nil, l.NodeTimeout(ttl), func(ctx context.Context, i int) (bool, error) {
-		v, err := l.run(ctx, i, renewScript, []string{n.lock}, lease.Token, ms).Int64()
-		return v == 1, err
+		return l.nodes[i].Renew(ctx, n.Lock, lease.Token, ms)
 	}, nil, l.decidedBool, true)
 	var extended []int
 	notHeld := 0
@@ -57,74 +66,23 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	}
 	if len(extended) >= l.quorum {
 		if now := time.Now(); !expires.After(now) {
-			return distlock.Lease{}, fmt.Errorf("%s: the quorum took %v, more than ttl %v less the drift allowance %v", what(), now.Sub(start), ttl, l.Drift(ttl))
+			return distlock.Lease{}, fmt.Errorf("fence %d: the quorum took %v, more than ttl %v less the drift allowance %v",
+				lease.Fence, now.Sub(start), ttl, l.Drift(ttl))
 		}
 		lease.Expires = expires
 		return lease, nil
 	}
 	if notHeld > len(l.nodes)-l.quorum {
-		l.release(ctx, extended, n, lease.Token, ttl, 0)
-		return distlock.Lease{}, fmt.Errorf("%s: held on %d of %d nodes, not on %d (quorum %d): %w",
-			what(), len(extended), len(l.nodes), notHeld, l.quorum, distlock.ErrNotHeld)
+		l.release(ctx, extended, n, lease.Token, 0)
+		return distlock.Lease{}, fmt.Errorf("fence %d: held on %d of %d nodes, not on %d (quorum %d): %w",
+			lease.Fence, len(extended), len(l.nodes), notHeld, l.quorum, distlock.ErrNotHeld)
 	}
 	errs := nodeErrors(l, res)
 	if err := ctx.Err(); err != nil {
 		errs = append(errs, err)
 	}
-	return distlock.Lease{}, fmt.Errorf("%s: extended on %d of %d nodes, not held on %d, %d failed (quorum %d): %w",
-		what(), len(extended), len(l.nodes), notHeld, len(l.nodes)-len(extended)-notHeld, l.quorum, errors.Join(errs...))
-}
-
-// Unlock releases lease on every node where its token still owns the key (an atomic
-// GET-compare-DEL script that publishes the release on the key's channel, which wakes
-// Wait). It returns nil when a quorum of nodes released it, and an error wrapping
-// distlock.ErrNotHeld when so many nodes answered that it was not held that fewer
-// than a quorum can have held it (it may then have removed the token's leftover locks
-// on a minority of nodes, which held no lease). Any other error (too few nodes
-// answered in time) leaves some locks to expire by their ttl.
-//
-// Each node gets Options.NodeTimeout. If ctx ends first, Unlock returns ctx's error
-// and the requests complete in the background.
-func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
-	if err := l.checkLease(lease); err != nil {
-		return err
-	}
-	what := func() string {
-		return fmt.Sprintf("redlock: Unlock of key %s (fence %d)", showKey(lease.Key), lease.Fence)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%s: %w", what(), err)
-	}
-	if a, ok := l.late.Load(lease.Token); ok {
-		// A node that grants this lease's lock from now on releases it at once.
-		a.(*attempt).unlocked.Store(true)
-	}
-	n := l.names(lease.Key)
-	res := fanout(ctx, l, nil, l.opts.NodeTimeout, func(ctx context.Context, i int) (bool, error) {
-		return l.releaseOn(ctx, i, n, lease.Token)
-	}, nil, l.decidedBool, true)
-	released, notHeld := 0, 0
-	for _, r := range res {
-		switch {
-		case r.err != nil:
-		case r.v:
-			released++
-		default:
-			notHeld++
-		}
-	}
-	if released >= l.quorum {
-		return nil
-	}
-	if notHeld > len(l.nodes)-l.quorum {
-		return fmt.Errorf("%s: held on %d of %d nodes (quorum %d): %w", what(), released, len(l.nodes), l.quorum, distlock.ErrNotHeld)
-	}
-	errs := nodeErrors(l, res)
-	if err := ctx.Err(); err != nil {
-		errs = append(errs, err)
-	}
-	return fmt.Errorf("%s: released on %d of %d nodes, not held on %d, %d failed (quorum %d): %w",
-		what(), released, len(l.nodes), notHeld, len(l.nodes)-released-notHeld, l.quorum, errors.Join(errs...))
+	return distlock.Lease{}, fmt.Errorf("fence %d: extended on %d of %d nodes, not held on %d, %d failed (quorum %d): %w",
+		lease.Fence, len(extended), len(l.nodes), notHeld, len(l.nodes)-len(extended)-notHeld, l.quorum, errors.Join(errs...))
 }
 
 // decidedBool reports whether the answers so far of an owner-checked operation on

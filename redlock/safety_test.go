@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/faultproxy"
 	"github.com/distlock/distlock/internal/testenv"
@@ -39,12 +41,13 @@ func pttl(t *testing.T, i int, name string) time.Duration {
 
 var evalshaCalls = regexp.MustCompile(`cmdstat_evalsha:calls=(\d+)`)
 
-// evalshas returns how many EVALSHA commands node i has run.
+// evalshas returns how many EVALSHA commands node i has run (-1 after an error, which
+// fails t). It may run off the test's goroutine.
 func evalshas(t *testing.T, i int) int {
-	t.Helper()
 	v, err := testenv.RedisCommand(t.Context(), nodes[i].Addr(), "INFO", "commandstats")
 	if err != nil {
-		t.Fatalf("INFO commandstats on node %d: %v", i, err)
+		t.Errorf("INFO commandstats on node %d: %v", i, err)
+		return -1
 	}
 	s, _ := v.(string)
 	m := evalshaCalls.FindStringSubmatch(s)
@@ -110,9 +113,8 @@ func TestShorteningRenewPausedMajority(t *testing.T) {
 	}
 	// The paused nodes run the Renew they had queued.
 	for _, i := range paused {
-		if !eventually(t, 5*time.Second, func() bool { return evalshas(t, i) > before[i] }) {
-			t.Fatalf("node %d never ran the queued Renew", i)
-		}
+		require.Eventually(t, func() bool { return evalshas(t, i) > before[i] }, 5*time.Second, 10*time.Millisecond,
+			"node %d never ran the queued Renew", i)
 	}
 	until := start.Add(short + 1500*time.Millisecond)
 	for time.Now().Before(until) {
@@ -158,7 +160,7 @@ func TestLateGrantEmptyScriptCache(t *testing.T) {
 	// NOSCRIPT reply comes late.
 	time.Sleep(nodeTimeout + 10*time.Millisecond)
 	nodes[0].Resume(t)
-	joined := eventually(t, 5*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		held, err := rawExists(t.Context(), 0, lockName(key))
 		if err != nil || !held {
 			return false
@@ -167,10 +169,7 @@ func TestLateGrantEmptyScriptCache(t *testing.T) {
 		s, _ := v.(string)
 		f, _ := strconv.ParseUint(s, 10, 64)
 		return f >= lease.Fence
-	})
-	if !joined {
-		t.Fatalf("node 0, with an empty script cache and a late answer, never joined the lease")
-	}
+	}, 5*time.Second, 10*time.Millisecond, "node 0, with an empty script cache and a late answer, never joined the lease")
 	if err := l.Unlock(t.Context(), lease); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,9 @@ import "github.com/redis/go-redis/v9"
 // from distlock.NewToken (base32: it never contains '|'), the fence is decimal, and
 // the owner label is everything after the second '|' (it may contain '|' itself). The
 // scripts split the value at the first two '|', so a Lease.Token that contains '|'
-// can never match a stored token.
+// can never match a stored token. The owner-checked renew and unlock scripts, which
+// compare the value's start with "<token>|", are internal/redisx's, shared with
+// package redislock.
 //
 // The scripts have no shebang line, so they run on Redis 2.6 and later. Every key a
 // script touches is passed in KEYS and all of them share one hash tag, so a node that
@@ -103,45 +105,6 @@ if v then
     if p > 0 then
       redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[2] .. '|' .. string.sub(v, j + 1), 'PX', p)
     end
-    return 1
-  end
-end
-return 0
-`)
-
-// renewScript extends the lock when ARGV[1] still owns it, and never shortens it: it
-// sets the time to live to ARGV[2] only when the lock has less than that left. A
-// Renew that fails with an unknown outcome (some nodes answered too late) thus leaves
-// every node's lock at least as long as the old Lease's Expires needs.
-//
-// KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl in ms. Returns 1 when the token owns
-// the lock (now held for at least ARGV[2] ms), 0 when it does not.
-var renewScript = redis.NewScript(`
-local v = redis.call('GET', KEYS[1])
-if v then
-  local i = string.find(v, '|', 1, true)
-  if i and string.sub(v, 1, i - 1) == ARGV[1] then
-    if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
-      redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    end
-    return 1
-  end
-end
-return 0
-`)
-
-// unlockScript deletes the lock when ARGV[1] still owns it and announces the release
-// on the key's channel.
-//
-// KEYS[1] lock key; ARGV[1] token, ARGV[2] release channel. Returns 1 when it deleted
-// the lock, 0 when the token did not own it.
-var unlockScript = redis.NewScript(`
-local v = redis.call('GET', KEYS[1])
-if v then
-  local i = string.find(v, '|', 1, true)
-  if i and string.sub(v, 1, i - 1) == ARGV[1] then
-    redis.call('DEL', KEYS[1])
-    redis.call('PUBLISH', ARGV[2], '')
     return 1
   end
 end

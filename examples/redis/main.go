@@ -31,10 +31,11 @@ func main() {
 
 	client := redis.NewClient(&redis.Options{Addr: *addr})
 	defer client.Close()
-	locker := redislock.New(client, nil)
-	if err := locker.Err(); err != nil {
+	locker, err := redislock.New(client, nil)
+	if err != nil {
 		fail(err)
 	}
+	defer locker.Close() // runs before client.Close: deferred calls run last-in first-out
 	report(distlock.Do(ctx, locker, *key, doOptions(), job))
 }
 

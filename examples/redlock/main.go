@@ -42,6 +42,7 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+	defer locker.Close() // runs before the clients' Close: deferred calls run last-in first-out
 	report(distlock.Do(ctx, locker, *key, doOptions(), job))
 }
 

@@ -1,4 +1,4 @@
-package redislock
+package redisx
 
 import (
 	"context"
@@ -8,18 +8,18 @@ import (
 	"time"
 )
 
-// call runs f and returns its result, or returns ctx.Err() as soon as ctx is done,
-// whichever comes first.
+// Call runs f and returns its result, or returns ctx.Err() as soon as ctx is done,
+// whichever comes first. Call it during a call of g (between Enter and Leave).
 //
 // go-redis does not interrupt a command that is waiting for its reply when the
 // context is cancelled (and, unless the client sets ContextTimeoutEnabled, it ignores
 // the context's deadline too: it waits for ReadTimeout). So when ctx can be cancelled,
-// f runs on another goroutine, one of the Locker's workers (see workerPool), and call
-// waits for it or for ctx. If ctx wins, f keeps running until the client's own
-// timeouts end it, and its late result is handed to abandon (when non-nil) on that
-// goroutine; abandon must be bounded too. When ctx can never be done
+// f runs on another goroutine, one of g's workers (see workerPool), and Call waits for
+// it or for ctx. If ctx wins, f keeps running until the client's own timeouts end it,
+// and its late result is handed to abandon (when non-nil) on that goroutine; abandon
+// must be bounded too. g's Wait waits for both. When ctx can never be done
 // (context.Background), f runs on the caller's goroutine.
-func call[T any](ctx context.Context, p *workerPool, f func() (T, error), abandon func(T, error)) (T, error) {
+func Call[T any](ctx context.Context, g *Group, f func() (T, error), abandon func(T, error)) (T, error) {
 	if ctx.Done() == nil {
 		return f()
 	}
@@ -38,7 +38,7 @@ func call[T any](ctx context.Context, p *workerPool, f func() (T, error), abando
 	)
 	var state atomic.Int32
 	ch := make(chan result, 1)
-	p.run(func() {
+	g.run(func() {
 		v, err := f()
 		if state.CompareAndSwap(pending, delivered) {
 			ch <- result{v, err}
@@ -69,7 +69,7 @@ const workerIdle = 100 * time.Millisecond
 // coming. A new goroutine per command costs more than the command's own CPU in the
 // client: it starts with a small stack, which a go-redis command grows (copying it)
 // several times; a worker keeps its grown stack. Idle workers end after workerIdle,
-// so an idle Locker keeps no goroutine. The zero value is ready to use.
+// or when the Group closes, so an idle Locker keeps no goroutine.
 type workerPool struct {
 	mu   sync.Mutex
 	idle []*worker // LIFO: the busiest workers stay warm, the others time out
@@ -80,8 +80,9 @@ type worker struct {
 	jobs chan func() // capacity 1: the next job, sent by whoever took it off idle
 }
 
-// run runs job on an idle worker, or on a new one.
-func (p *workerPool) run(job func()) {
+// run runs job on an idle worker, or on a new one that g's Wait waits for.
+func (g *Group) run(job func()) {
+	p := &g.pool
 	p.mu.Lock()
 	if n := len(p.idle); n > 0 {
 		w := p.idle[n-1]
@@ -93,12 +94,12 @@ func (p *workerPool) run(job func()) {
 	}
 	p.mu.Unlock()
 	w := &worker{jobs: make(chan func(), 1)}
-	go w.loop(p, job)
+	g.Go(func() { w.loop(p, job, g.quit) })
 }
 
 // loop runs job, then waits on the idle list for the next one, until it has waited
-// workerIdle.
-func (w *worker) loop(p *workerPool, job func()) {
+// workerIdle or quit is closed.
+func (w *worker) loop(p *workerPool, job func(), quit <-chan struct{}) {
 	var t *time.Timer
 	for {
 		job()
@@ -115,6 +116,8 @@ func (w *worker) loop(p *workerPool, job func()) {
 		case job = <-w.jobs:
 			continue
 		case <-t.C:
+		case <-quit:
+			t.Stop()
 		}
 		p.mu.Lock()
 		if i := slices.Index(p.idle, w); i >= 0 {
@@ -126,4 +129,22 @@ func (w *worker) loop(p *workerPool, job func()) {
 		// Someone took w off the idle list just now: its job is on the way.
 		job = <-w.jobs
 	}
+}
+
+// A Result is the outcome of a function that Async ran.
+type Result[T any] struct {
+	V   T
+	Err error
+}
+
+// Async runs f on one of g's workers and delivers its result on the returned
+// channel, which is buffered: f never waits for its reader. Call it during a call of
+// g.
+func Async[T any](g *Group, f func() (T, error)) <-chan Result[T] {
+	ch := make(chan Result[T], 1)
+	g.run(func() {
+		v, err := f()
+		ch <- Result[T]{v, err}
+	})
+	return ch
 }

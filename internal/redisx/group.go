@@ -1,0 +1,73 @@
+package redisx
+
+import (
+	"sync"
+
+	"github.com/distlock/distlock"
+)
+
+// A Group tracks a Locker's calls and the goroutines they start (commands left
+// running by a call whose context ended, cleanups of half-made locks, late answers),
+// so that Close can refuse new calls and wait for everything that runs. Make it with
+// NewGroup.
+type Group struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+	quit   chan struct{} // closed by Close: idle workers end
+	pool   workerPool
+}
+
+// NewGroup returns an open Group.
+func NewGroup() *Group {
+	return &Group{quit: make(chan struct{})}
+}
+
+// Enter begins a call, which must end with Leave. It returns distlock.ErrClosed
+// after Close.
+func (g *Group) Enter() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return distlock.ErrClosed
+	}
+	g.wg.Add(1)
+	return nil
+}
+
+// Leave ends a call that Enter began.
+func (g *Group) Leave() { g.wg.Done() }
+
+// Go runs f on a goroutine that Wait waits for. Call it only during a call (between
+// Enter and Leave) or from a goroutine that Go or Call started, so that Wait cannot
+// have returned.
+func (g *Group) Go(f func()) {
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		f()
+	}()
+}
+
+// Closed reports whether Close was called.
+func (g *Group) Closed() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.closed
+}
+
+// Close makes every later Enter fail with distlock.ErrClosed and lets idle workers
+// end. It reports false when it had been called before.
+func (g *Group) Close() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.closed = true
+	close(g.quit)
+	return true
+}
+
+// Wait waits for the calls in progress and every goroutine they started.
+func (g *Group) Wait() { g.wg.Wait() }

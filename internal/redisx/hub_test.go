@@ -1,0 +1,68 @@
+package redisx_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redisx"
+)
+
+// newHub returns a Hub over a new client of redisSrv; both close at t's cleanup.
+func newHub(t *testing.T, cfg redisx.HubConfig) *redisx.Hub {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: redisSrv.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	h := redisx.NewHub(c, 0, cfg)
+	t.Cleanup(h.Close)
+	return h
+}
+
+// register registers a new listener of channel on h and waits for its confirmation.
+func register(t *testing.T, h *redisx.Hub, channel string) *redisx.Listener {
+	t.Helper()
+	ls := redisx.NewListener(1)
+	require.NoError(t, h.Register(channel, ls))
+	select {
+	case c := <-ls.Confirmed():
+		require.NoError(t, c.Err)
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the subscription of %s was not confirmed within 5s", channel)
+	}
+	return ls
+}
+
+// TestStaleSighting (issue 13, case 4): what a TryLock saw while a channel was
+// subscribed does not count for a later subscription of the same channel (the
+// channel was dropped while idle and subscribed again, on the same connection):
+// a release published in between was missed, and a Wait that trusted the sighting
+// would block for the old holder's time to live while the key is free.
+func TestStaleSighting(t *testing.T) {
+	h := newHub(t, redisx.HubConfig{TopicIdle: time.Nanosecond})
+	ch, other := "stale-"+distlock.NewToken()[:8], "other-"+distlock.NewToken()[:8]
+	ls := register(t, h, ch)
+	tok, ok := h.Peek(ch) // a TryLock starts while ch is subscribed ...
+	require.True(t, ok)
+	h.Unregister(ch, ls)
+	// ... another Wait ends, and ch, idle, is dropped; the next Wait subscribes
+	// it again ...
+	h.Unregister(other, register(t, h, other))
+	ls = register(t, h, ch)
+	defer h.Unregister(ch, ls)
+	// ... and then the TryLock's reply says that the key was held.
+	h.Saw(ch, tok, time.Minute)
+	_, _, seen := h.Check(ch)
+	require.False(t, seen, "a sighting from before the channel was dropped and subscribed again counts for the new subscription")
+
+	// A sighting on the current subscription counts, until a message arrives.
+	tok, ok = h.Peek(ch)
+	require.True(t, ok)
+	h.Saw(ch, tok, time.Minute)
+	until, released, seen := h.Check(ch)
+	require.True(t, seen)
+	require.False(t, released)
+	require.WithinDuration(t, time.Now().Add(time.Minute), until, 5*time.Second)
+}

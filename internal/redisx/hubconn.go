@@ -1,0 +1,232 @@
+package redisx
+
+import (
+	"context"
+	"errors"
+	"net"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The kinds of a hubOp.
+const (
+	opSubscribe = iota
+	opUnsubscribe
+	opPing
+)
+
+// A hubOp is a command for the writer to send on ps.
+type hubOp struct {
+	ps      *redis.PubSub
+	kind    int
+	channel string
+}
+
+// start opens the hub's PubSub (no request yet) and its reader and writer. h.mu
+// must be held.
+func (h *Hub) start() {
+	// No channel yet: this makes no request and cannot fail.
+	ps := h.client.Subscribe(context.Background())
+	h.ps = ps
+	h.epoch++
+	h.quit = make(chan struct{})
+	if h.topics == nil {
+		h.topics = make(map[string]*topic)
+	}
+	h.ops = nil
+	h.kick = make(chan struct{}, 1)
+	quit, kick := h.quit, h.kick
+	h.wg.Add(2)
+	go func() {
+		defer h.wg.Done()
+		h.read(ps, quit)
+	}()
+	go func() {
+		defer h.wg.Done()
+		h.write(quit, kick)
+	}()
+}
+
+// send queues op for the writer. h.mu must be held.
+func (h *Hub) send(op hubOp) {
+	h.ops = append(h.ops, op)
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+// write sends the queued commands in order, outside h.mu (they may dial while they
+// hold the PubSub's lock), until quit.
+func (h *Hub) write(quit, kick chan struct{}) {
+	for {
+		select {
+		case <-quit:
+			return
+		case <-kick:
+		}
+		h.mu.Lock()
+		ops := h.ops
+		h.ops = nil
+		h.mu.Unlock()
+		for _, op := range ops {
+			ctx, cancel := context.WithTimeout(context.Background(), h.cfg.OpTimeout)
+			switch op.kind {
+			case opSubscribe:
+				if err := op.ps.Subscribe(ctx, op.channel); err != nil {
+					h.failed(op.ps, op.channel, err)
+				}
+			case opUnsubscribe:
+				_ = op.ps.Unsubscribe(ctx, op.channel)
+			case opPing:
+				_ = op.ps.Ping(ctx)
+			}
+			cancel()
+		}
+	}
+}
+
+// missed records that messages may have been lost: every topic needs a new
+// confirmation, every sighting is void, and every listener is woken (its key may
+// have been released meanwhile). h.mu must be held.
+func (h *Hub) missed() {
+	h.epoch++
+	for _, t := range h.topics {
+		t.active = false
+		t.seen = sighting{}
+		for ls := range t.waiters {
+			ls.wake()
+		}
+	}
+}
+
+// stopLocked detaches the current PubSub, if any, and returns it for the caller to
+// close (its reader then ends); the listeners are woken and the topics dropped.
+// h.mu must be held.
+func (h *Hub) stopLocked() *redis.PubSub {
+	ps := h.ps
+	if ps == nil {
+		return nil
+	}
+	h.missed()
+	close(h.quit)
+	h.ps, h.quit, h.ops, h.kick = nil, nil, nil, nil
+	h.topics, h.waiters = nil, 0
+	h.live.Store(false)
+	h.disarmIdle()
+	return ps
+}
+
+// replace replaces ps, whose connection seems dead, with a new PubSub that
+// subscribes to every channel again; or just closes it when no Wait uses the hub.
+func (h *Hub) replace(ps *redis.PubSub) {
+	h.mu.Lock()
+	if h.ps != ps {
+		h.mu.Unlock()
+		return
+	}
+	if h.waiters == 0 {
+		h.stopLocked()
+		h.mu.Unlock()
+		_ = ps.Close()
+		return
+	}
+	h.missed()
+	close(h.quit)
+	h.start()
+	for ch := range h.topics {
+		h.send(hubOp{ps: h.ps, kind: opSubscribe, channel: ch})
+	}
+	h.mu.Unlock()
+	_ = ps.Close()
+}
+
+// failed reports a failed SUBSCRIBE to the listeners of channel on ps.
+func (h *Hub) failed(ps *redis.PubSub, channel string, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ps != ps {
+		return
+	}
+	if t := h.topics[channel]; t != nil && !t.active {
+		for ls := range t.waiters {
+			ls.confirm(Confirmation{Node: h.node, Err: err})
+		}
+	}
+}
+
+// read receives ps's messages until ps is no longer the hub's.
+func (h *Hub) read(ps *redis.PubSub, quit chan struct{}) {
+	backoff := hubMinBackoff
+	pinged := false
+	for {
+		msg, err := ps.ReceiveTimeout(context.Background(), h.cfg.Ping)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				if !pinged {
+					pinged = true
+					h.mu.Lock()
+					if h.ps == ps {
+						h.send(hubOp{ps: ps, kind: opPing})
+					}
+					h.mu.Unlock()
+					continue
+				}
+				// Not even a PONG: the connection is dead (a blackhole does not
+				// break it). Its replacement has a reader of its own.
+				h.replace(ps)
+				return
+			}
+			h.mu.Lock()
+			if h.ps != ps {
+				h.mu.Unlock()
+				return // closed or replaced
+			}
+			// The connection broke: go-redis reconnects and subscribes again on
+			// the next Receive, but messages may have been lost meanwhile.
+			h.missed()
+			if errors.Is(err, redis.ErrClosed) { // the client was closed
+				ps := h.stopLocked()
+				h.mu.Unlock()
+				_ = ps.Close()
+				return
+			}
+			h.mu.Unlock()
+			t := time.NewTimer(backoff)
+			select {
+			case <-quit:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			backoff = min(2*backoff, hubMaxBackoff)
+			continue
+		}
+		backoff, pinged = hubMinBackoff, false
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind != "subscribe" {
+				continue
+			}
+			h.mu.Lock()
+			if t := h.topics[m.Channel]; h.ps == ps && t != nil && !t.active {
+				t.active = true
+				for ls := range t.waiters {
+					ls.confirm(Confirmation{Node: h.node})
+				}
+			}
+			h.mu.Unlock()
+		case *redis.Message:
+			h.mu.Lock()
+			if t := h.topics[m.Channel]; h.ps == ps && t != nil {
+				t.seq++
+				for ls := range t.waiters {
+					ls.wake()
+				}
+			}
+			h.mu.Unlock()
+		}
+	}
+}

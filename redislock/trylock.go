@@ -1,0 +1,127 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redisx"
+)
+
+// acquired is the parsed reply of acquireScript.
+type acquired struct {
+	fence  int64  // > 0 when the lock was taken
+	owner  string // the holder's label when it was not
+	holder time.Duration
+}
+
+func (l *Locker) acquire(ctx context.Context, n redisx.Names, token string, ms int64) (acquired, error) {
+	v, err := l.node.Run(ctx, acquireScript, []string{n.Lock, n.Fence}, token+"|"+l.opts.Owner, ms, token+"|").Result()
+	if err != nil {
+		return acquired{}, err
+	}
+	switch v := v.(type) {
+	case int64:
+		if v > 0 {
+			return acquired{fence: v}, nil
+		}
+	case []any:
+		if len(v) == 2 {
+			owner, _ := v[0].(string)
+			pttl, _ := v[1].(int64)
+			return acquired{owner: owner, holder: time.Duration(pttl) * time.Millisecond}, nil
+		}
+	}
+	return acquired{}, fmt.Errorf("unexpected reply %#v from the acquire script", v)
+}
+
+// removeHalfMade deletes, in the background, the lock that an attempt with an unknown
+// outcome may have made: with its token (so it never touches another owner's lock)
+// and a fresh context bounded by Options.CleanupTimeout, never the caller's, which
+// may be dead. The caller does not wait: the attempt already failed, and a failing
+// network would make it wait for the client's retries a second time. If the removal
+// fails too, the lock expires by itself after ttl. Close waits for it.
+func (l *Locker) removeHalfMade(ctx context.Context, n redisx.Names, token string) {
+	l.group.Go(func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.CleanupTimeout)
+		defer cancel()
+		_, _ = l.node.Release(cctx, n, token)
+	})
+}
+
+// TryLock makes one attempt to acquire key for ttl: one script that sets the lock
+// key if it is absent (SET NX PX, on the server's clock, with ttl rounded up to a
+// millisecond) and increments the key's fence counter. It returns an error wrapping
+// distlock.ErrLocked, naming the holder's owner label, when another lease holds key.
+//
+// The Lease's Expires is the time taken before the request was sent, plus ttl. When
+// the reply comes after that (the round trip outlasted ttl), TryLock returns an error
+// that does not wrap ErrLocked and removes the lock, as for an unknown outcome. When
+// the outcome is unknown (a transport error, a timeout, ctx done while the request was
+// in flight) TryLock returns an error that does not wrap ErrLocked and removes any
+// lock the attempt made, in the background, with a fresh context bounded by
+// Options.CleanupTimeout. Every error is an *distlock.OpError.
+func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	// The start of the lease, taken first: before the token's getrandom system call,
+	// after which a loaded scheduler may keep this goroutine waiting for a while.
+	start := time.Now()
+	if err := l.group.Enter(); err != nil {
+		return distlock.Lease{}, opError("TryLock", key, err)
+	}
+	defer l.group.Leave()
+	lease, err := l.tryLock(ctx, key, ttl, start)
+	if err != nil {
+		return distlock.Lease{}, opError("TryLock", key, err)
+	}
+	return lease, nil
+}
+
+func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, start time.Time) (distlock.Lease, error) {
+	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+		return distlock.Lease{}, err
+	}
+	if err := distlock.ValidateTTL(ttl); err != nil {
+		return distlock.Lease{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return distlock.Lease{}, err
+	}
+	n := l.names(key)
+	token := distlock.NewToken()
+	ms := redisx.Millis(ttl)
+	// When a Wait of this Locker has the key's channel subscribed, a TryLock that
+	// finds the key held spares the next Wait its own check (see redisx.Hub).
+	hub := l.node.Hub
+	var tok redisx.Token
+	watched := false
+	if hub.Live() {
+		tok, watched = hub.Peek(n.Channel)
+	}
+	r, err := redisx.Call(ctx, l.group,
+		func() (acquired, error) { return l.acquire(ctx, n, token, ms) },
+		func(r acquired, err error) {
+			// The caller has gone: whatever this attempt took, give it back.
+			if err != nil || r.fence > 0 {
+				l.removeHalfMade(ctx, n, token)
+			}
+		})
+	if err != nil {
+		l.removeHalfMade(ctx, n, token)
+		return distlock.Lease{}, fmt.Errorf("outcome unknown, any lock it made is being removed: %w", err)
+	}
+	if r.fence == 0 {
+		if watched {
+			hub.Saw(n.Channel, tok, r.holder)
+		}
+		return distlock.Lease{}, fmt.Errorf("held by %q for up to %v more: %w", r.owner, r.holder, distlock.ErrLocked)
+	}
+	expires := start.Add(ttl)
+	if now := time.Now(); !expires.After(now) {
+		// The lease ended before its reply came: give its lock back.
+		l.removeHalfMade(ctx, n, token)
+		return distlock.Lease{}, fmt.Errorf("the reply came %v after the request, later than ttl %v: the lease had already expired; its lock is being removed",
+			now.Sub(start), ttl)
+	}
+	return distlock.Lease{Key: key, Token: token, Fence: uint64(r.fence), Expires: expires}, nil
+}

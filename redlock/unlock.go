@@ -1,0 +1,69 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/distlock/distlock"
+)
+
+// Unlock releases lease on every node where its token still owns the key (an atomic
+// GET-compare-DEL script that publishes the release on the key's channel, which wakes
+// Wait). It returns nil when a quorum of nodes released it, and an error wrapping
+// distlock.ErrNotHeld when so many nodes answered that it was not held that fewer
+// than a quorum can have held it (it may then have removed the token's leftover locks
+// on a minority of nodes, which held no lease). Any other error (too few nodes
+// answered in time) leaves some locks to expire by their ttl.
+//
+// Each node gets Options.NodeTimeout. If ctx ends first, Unlock returns ctx's error
+// and the requests complete in the background. Every error is an *distlock.OpError.
+func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
+	if err := l.group.Enter(); err != nil {
+		return opError("Unlock", lease.Key, err)
+	}
+	defer l.group.Leave()
+	if err := l.unlock(ctx, lease); err != nil {
+		return opError("Unlock", lease.Key, err)
+	}
+	return nil
+}
+
+func (l *Locker) unlock(ctx context.Context, lease distlock.Lease) error {
+	if err := checkLease(lease); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("fence %d: %w", lease.Fence, err)
+	}
+	if a, ok := l.late.Load(lease.Token); ok {
+		// A node that grants this lease's lock from now on releases it at once.
+		a.(*attempt).unlocked.Store(true)
+	}
+	n := l.names(lease.Key)
+	res := fanout(ctx, l, nil, l.opts.NodeTimeout, func(ctx context.Context, i int) (bool, error) {
+		return l.releaseOn(ctx, i, n, lease.Token)
+	}, nil, l.decidedBool, true)
+	released, notHeld := 0, 0
+	for _, r := range res {
+		switch {
+		case r.err != nil:
+		case r.v:
+			released++
+		default:
+			notHeld++
+		}
+	}
+	if released >= l.quorum {
+		return nil
+	}
+	if notHeld > len(l.nodes)-l.quorum {
+		return fmt.Errorf("fence %d: held on %d of %d nodes (quorum %d): %w", lease.Fence, released, len(l.nodes), l.quorum, distlock.ErrNotHeld)
+	}
+	errs := nodeErrors(l, res)
+	if err := ctx.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	return fmt.Errorf("fence %d: released on %d of %d nodes, not held on %d, %d failed (quorum %d): %w",
+		lease.Fence, released, len(l.nodes), notHeld, len(l.nodes)-released-notHeld, l.quorum, errors.Join(errs...))
+}
