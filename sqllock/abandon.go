@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math/rand/v2"
 	"time"
+
+	"github.com/distlock/distlock/sqllock/internal/calls"
 )
 
 // An acquire whose outcome is unknown (the caller's deadline passed, the connection
@@ -17,74 +19,45 @@ import (
 // is gone has committed or rolled back everything it will, and bytes that reach its
 // closed socket later are discarded. Only then does it release the row.
 
-// Bounds of the work after an acquire whose outcome is unknown, in a background
-// goroutine that ends within endTimeout + cleanupTimeout.
-const (
-	endTimeout     = 5 * time.Second // ending the statement's session
-	cleanupTimeout = 5 * time.Second // then releasing the row
-	endPollMax     = 100 * time.Millisecond
-)
-
-// A session names a database session (one connection's server side).
-type session struct {
-	id int64 // PostgreSQL backend pid, MySQL connection id; 0: unknown
-	// start is PostgreSQL's backend_start, so that a reused pid names no other
-	// session. Zero for MySQL, whose connection ids are not reused while the server
-	// runs.
-	start time.Time
-}
-
-var (
-	// errSessionLive: the session has not ended yet.
-	errSessionLive = errors.New("sqllock: the database session has not ended yet")
-	// errCannotEnd wraps the database's refusal to end a session.
-	errCannotEnd = errors.New("sqllock: cannot end the database session")
-)
-
-// notSentError wraps an error that ended an acquire before its statement was sent:
-// the statement had no effect.
-type notSentError struct{ err error }
-
-func (e *notSentError) Error() string { return e.err.Error() }
-func (e *notSentError) Unwrap() error { return e.err }
-
-func notSent(err error) error { return &notSentError{err} }
+// endPollMax is the longest pause between two looks at a session being ended.
+const endPollMax = 100 * time.Millisecond
 
 // definite reports whether err leaves no doubt that the acquire had no effect.
 func (l *Locker) definite(err error) bool {
 	var ns *notSentError
-	return errors.As(err, &ns) || l.d.definite(err)
+	return errors.As(err, &ns) || l.d.Definite(err)
 }
 
-// cleanup runs after an acquire whose outcome is unknown: it ends the session sess
-// that the statement was sent on (bounded by endTimeout), then releases the row
-// that token may own (bounded by cleanupTimeout), with fresh contexts, ignoring
-// errors: if the release fails, the row expires by its ttl. If the session could
-// not be named or ended (a pooler in between, no privilege, the database out of
-// reach for endTimeout), the release still runs, and a statement that arrives later
-// may hold the key until its ttl runs out (see the package doc).
-func (l *Locker) cleanup(ctx context.Context, kh, key, token []byte, sess session) {
+// cleanup runs after an acquire whose outcome is unknown, or whose lease expired
+// before its reply came: it ends the session sess that the statement was sent on
+// (bounded by Options.EndSessionTimeout; skipped for a zero sess), then releases
+// the row that r.Token may own (bounded by Options.CleanupTimeout), with fresh
+// contexts, ignoring errors: if the release fails, the row expires by its ttl. If
+// the session could not be named or ended (a pooler in between, no privilege, the
+// database out of reach), the release still runs, and a statement that arrives
+// later may hold the key until its ttl runs out (see the package doc).
+func (l *Locker) cleanup(ctx context.Context, r Row, sess Session) {
 	base := context.WithoutCancel(ctx)
-	if sess.id != 0 {
-		ectx, cancel := context.WithTimeout(base, endTimeout)
+	if sess.ID != 0 {
+		ectx, cancel := context.WithTimeout(base, l.o.EndSessionTimeout)
 		_ = l.endSession(ectx, sess)
 		cancel()
 	}
-	cctx, cancel := context.WithTimeout(base, cleanupTimeout)
+	cctx, cancel := context.WithTimeout(base, l.o.CleanupTimeout)
 	defer cancel()
 	_ = l.retry(cctx, func() error {
-		_, err := l.d.release(cctx, kh, key, token)
+		_, err := l.d.Release(cctx, r)
 		return err
 	})
 }
 
 // endSession ends sess and waits until it is gone, retrying while it is still
 // there or the database cannot be reached, until ctx ends or the database refuses.
-func (l *Locker) endSession(ctx context.Context, sess session) error {
-	sleep := retryBackoff
+func (l *Locker) endSession(ctx context.Context, sess Session) error {
+	sleep := calls.RetryBackoff
 	for {
-		err := l.d.endSession(ctx, sess)
-		if err == nil || errors.Is(err, errCannotEnd) {
+		err := l.d.EndSession(ctx, sess)
+		if err == nil || errors.Is(err, ErrCannotEnd) {
 			return err
 		}
 		t := time.NewTimer(rand.N(sleep) + 1)

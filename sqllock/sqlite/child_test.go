@@ -1,4 +1,4 @@
-package sqllock
+package sqlite
 
 import (
 	"bufio"
@@ -17,6 +17,9 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/sqllock"
+	"github.com/distlock/distlock/sqllock/internal/sqltest"
+	"github.com/stretchr/testify/require"
 )
 
 // The SQLite tests re-run the test binary as child processes that share a database
@@ -37,17 +40,18 @@ const (
 func runChild() int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	db, err := sql.Open("sqlite", sqliteDSN(os.Getenv(childDBEnv)))
+	db, err := sql.Open("sqlite", dsn(os.Getenv(childDBEnv)))
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
 	}
 	defer db.Close()
-	l, err := NewSQLite(ctx, db, &Options{Table: childTable, Owner: "child-" + strconv.Itoa(os.Getpid())})
+	l, err := New(ctx, db, &sqllock.Options{Table: childTable, Owner: "child-" + strconv.Itoa(os.Getpid())})
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
 	}
+	defer l.Close()
 	key := os.Getenv(childKeyEnv)
 	switch mode := os.Getenv(childEnv); mode {
 	case "trylock":
@@ -139,19 +143,19 @@ func childOutput(t *testing.T, cmd *exec.Cmd) string {
 }
 
 // TestSQLiteProcesses: two OS processes on one database file exclude each other.
-func TestSQLiteProcesses(t *testing.T) {
+func TestProcesses(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "shared.db")
-	l := newLite(t, path, &Options{Table: childTable})
+	l, _ := newClient(t, path, &sqllock.Options{Table: childTable})
 	key := "process-" + distlock.NewToken()
 
-	la, err := l.TryLock(opCtx(t), key, time.Minute)
+	la, err := l.TryLock(sqltest.OpCtx(t), key, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := childOutput(t, child(t, "trylock", path, key)); got != "locked" {
 		t.Fatalf("another process's TryLock of a key this process holds: %q, want locked", got)
 	}
-	if err := l.Unlock(opCtx(t), la); err != nil {
+	if err := l.Unlock(sqltest.OpCtx(t), la); err != nil {
 		t.Fatal(err)
 	}
 	got := childOutput(t, child(t, "trylock", path, key))
@@ -159,20 +163,18 @@ func TestSQLiteProcesses(t *testing.T) {
 		t.Fatalf("another process's TryLock of a released key: %q, want ok %d", got, la.Fence+1)
 	}
 	// The child exited holding the key for childTTL: it stays locked until then.
-	if _, err := l.TryLock(opCtx(t), key, time.Minute); !errors.Is(err, distlock.ErrLocked) {
+	if _, err := l.TryLock(sqltest.OpCtx(t), key, time.Minute); !errors.Is(err, distlock.ErrLocked) {
 		t.Fatalf("TryLock of a key another process holds: %v, want ErrLocked", err)
 	}
 	var lb distlock.Lease
-	if !poll(t, childTTL+5*time.Second, func() bool {
-		lb, err = l.TryLock(opCtx(t), key, time.Minute)
+	require.Eventually(t, func() bool {
+		lb, err = l.TryLock(sqltest.OpCtx(t), key, time.Minute)
 		return err == nil
-	}) {
-		t.Fatalf("the key of an exited process is still locked after its ttl: %v", err)
-	}
+	}, childTTL+5*time.Second, 20*time.Millisecond, "the key of an exited process is still locked after its ttl")
 	if lb.Fence != la.Fence+2 {
 		t.Fatalf("Fence %d after the other process's lease, want %d", lb.Fence, la.Fence+2)
 	}
-	if err := l.Unlock(opCtx(t), lb); err != nil {
+	if err := l.Unlock(sqltest.OpCtx(t), lb); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -180,10 +182,10 @@ func TestSQLiteProcesses(t *testing.T) {
 // TestSQLiteProcessesContend: three processes take turns in a critical section
 // guarded by one key; none ever enters while another is inside, and the fences
 // they log in turn order strictly increase.
-func TestSQLiteProcessesContend(t *testing.T) {
+func TestProcessesContend(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "shared.db")
-	newLite(t, path, &Options{Table: childTable}) // creates the table and WAL mode
+	newClient(t, path, &sqllock.Options{Table: childTable}) // creates the table and WAL mode
 	key := "contend-" + distlock.NewToken()
 	const procs, iterations = 3, 15
 	cmds := make([]*exec.Cmd, procs)

@@ -1,4 +1,4 @@
-package sqllock_test
+package sqlite_test
 
 import (
 	"context"
@@ -12,13 +12,12 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/sqllock"
-	"github.com/jackc/pgx/v5/pgxpool"
-	_ "modernc.org/sqlite"
+	"github.com/distlock/distlock/sqllock/sqlite"
 )
 
 // Processes on one host share a SQLite file; the busy timeout makes writers wait
 // for each other.
-func ExampleNewSQLite() {
+func ExampleNew() {
 	dir, err := os.MkdirTemp("", "sqllock-example-")
 	if err != nil {
 		log.Fatal(err)
@@ -31,29 +30,30 @@ func ExampleNewSQLite() {
 	defer db.Close()
 
 	ctx := context.Background()
-	l, err := sqllock.NewSQLite(ctx, db, &sqllock.Options{Table: "locks", Owner: "worker-1"})
+	locker, err := sqlite.New(ctx, db, &sqllock.Options{Table: "locks", Owner: "worker-1"})
 	if err != nil {
 		log.Fatal(err)
 	}
-	lease, err := l.TryLock(ctx, "nightly-report", time.Minute)
+	defer locker.Close() // before the database handle
+	lease, err := locker.TryLock(ctx, "nightly-report", time.Minute)
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("acquired, fence", lease.Fence)
 
-	_, err = l.TryLock(ctx, "nightly-report", time.Minute)
+	_, err = locker.TryLock(ctx, "nightly-report", time.Minute)
 	fmt.Println("second attempt locked:", errors.Is(err, distlock.ErrLocked))
 
-	h, err := l.Inspect(ctx, "nightly-report")
+	h, err := locker.Inspect(ctx, "nightly-report")
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("held by", h.Owner)
 
-	if err := l.Unlock(ctx, lease); err != nil {
+	if err := locker.Unlock(ctx, lease); err != nil {
 		log.Fatal(err)
 	}
-	lease, err = l.TryLock(ctx, "nightly-report", time.Minute)
+	lease, err = locker.TryLock(ctx, "nightly-report", time.Minute)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -65,26 +65,29 @@ func ExampleNewSQLite() {
 	// acquired again, fence 2
 }
 
-// On PostgreSQL, distlock.Lock waits for a release through LISTEN/NOTIFY.
-func ExampleNewPostgres() {
+// A daily job prunes the rows of keys that have been free for a week (a key per
+// report run leaves a row each); a pruned key that comes back still gets a larger
+// fence than it ever had.
+func ExampleLocker_Prune() {
+	db, err := sql.Open("sqlite", "file:/var/lib/app/locks.db?_pragma=busy_timeout(5000)")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	locker, err := sqlite.New(ctx, db, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer pool.Close()
-	l, err := sqllock.NewPostgres(ctx, pool, nil) // table distlock_leases
-	if err != nil {
-		log.Fatal(err)
+	defer locker.Close()
+
+	for {
+		n, err := locker.Prune(ctx, 7*24*time.Hour)
+		if err != nil {
+			log.Print(err)
+		} else {
+			log.Printf("pruned %d rows", n)
+		}
+		time.Sleep(24 * time.Hour)
 	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	lease, err := distlock.Lock(wctx, l, "migrations", time.Minute, nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer l.Unlock(ctx, lease)
-	// Pass lease.Fence to the resource you change, so that it can reject a
-	// holder that paused past lease.Expires.
-	fmt.Println("migrating with fence", lease.Fence)
 }

@@ -1,14 +1,10 @@
-package sqllock
+package postgres
 
 import (
 	"context"
-	"encoding/hex"
-	"errors"
-	"fmt"
 	"sync"
 	"time"
 
-	"github.com/distlock/distlock"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -28,69 +24,14 @@ const (
 	listenPing = 5 * time.Second
 )
 
-// Wait returns nil when key may be free: its lease was released (Unlock notified),
-// it expired, or it was free when Wait looked. It listens for the release
-// notifications first and only then reads the key's row, so that it cannot miss a
-// release between the two; it waits at most the holder's remaining ttl by the
-// database's clock. When ctx ends while the key is held it returns
-// errors.Join(distlock.ErrLocked, ctx.Err()). A nil return is a hint, not a lease:
-// call TryLock.
-func (l *PostgresLocker) Wait(ctx context.Context, key string) error {
-	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return errors.Join(distlock.ErrLocked, err)
-	}
-	kh, kb := keyHash(key), []byte(key)
-	w, err := l.ln.subscribe(ctx, hex.EncodeToString(kh))
-	if err != nil {
-		if ctx.Err() != nil {
-			return errors.Join(distlock.ErrLocked, ctx.Err())
-		}
-		return fmt.Errorf("sqllock: Wait %s: listen: %w", quoteKey(key), err)
-	}
-	defer l.ln.unsubscribe(w)
-
-	var h holder
-	var found bool
-	err = l.retry(ctx, func() error {
-		var err error
-		h, found, err = l.d.inspect(ctx, kh, kb)
-		return err
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return errors.Join(distlock.ErrLocked, ctx.Err())
-		}
-		return fmt.Errorf("sqllock: Wait %s: %w", quoteKey(key), err)
-	}
-	if !found {
-		return nil
-	}
-	// The row expires h.remaining after the database read its clock, which was
-	// after this point: waiting that long from here is never too short.
-	t := time.NewTimer(h.remaining)
-	defer t.Stop()
-	select {
-	case <-w.ch: // released, or the listening connection failed
-		return nil
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return errors.Join(distlock.ErrLocked, ctx.Err())
-	}
-}
-
-// A listener shares one listening connection among the Wait calls of a
-// PostgresLocker. The connection is opened by the first Wait and closed listenIdle
+// A listener shares one listening connection among the Wait calls of a Locker. The connection is opened by the first Wait and closed listenIdle
 // after the last one returned (or by Close), so that an idle Locker soon holds no
 // connection and no goroutine.
 type listener struct {
-	pool    *pgxpool.Pool
-	channel string
-	idle    time.Duration // listenIdle; tests shorten it
-	ping    time.Duration // listenPing; tests shorten it
+	pool   *pgxpool.Pool
+	listen string        // the LISTEN statement
+	idle   time.Duration // listenIdle; tests shorten it
+	ping   time.Duration // listenPing; tests shorten it
 
 	mu  sync.Mutex
 	cur *listenConn // the connection new waiters join; nil when none
@@ -233,7 +174,7 @@ func (ln *listener) run(ctx context.Context, lc *listenConn) {
 	defer close(lc.done)
 	conn, err := pgx.ConnectConfig(ctx, ln.pool.Config().ConnConfig)
 	if err == nil {
-		_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{ln.channel}.Sanitize())
+		_, err = conn.Exec(ctx, ln.listen)
 	}
 	if err != nil {
 		lc.err = err

@@ -1,0 +1,25 @@
+package mysql
+
+import (
+	"testing"
+
+	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/sqllock"
+	"github.com/distlock/distlock/sqllock/internal/sqltest"
+	"github.com/stretchr/testify/require"
+)
+
+// BenchmarkTryLockUnlock measures an uncontended TryLock followed by Unlock of one
+// key, directly against the test server (no proxy).
+func BenchmarkTryLockUnlock(b *testing.B) {
+	sqltest.BenchTryLockUnlock(b, newLocker(b, "", &sqllock.Options{Table: "bench"}))
+}
+
+// BenchmarkTryLockUnlockRoundTrips counts the round trips per TryLock+Unlock
+// through a proxy that adds 20ms each way (metric roundtrips/op).
+func BenchmarkTryLockUnlockRoundTrips(b *testing.B) {
+	p, err := faultproxy.New(mySrv.Addr(), nil)
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = p.Close() })
+	sqltest.BenchRoundTrips(b, p, newLocker(b, p.Addr(), &sqllock.Options{Table: "bench"}))
+}

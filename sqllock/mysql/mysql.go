@@ -1,0 +1,127 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/sqllock"
+)
+
+// backend is the Backend of the Locker's errors.
+const backend = "sqllock/mysql"
+
+// A Locker keeps leases as rows of an InnoDB table in MySQL or MariaDB. It
+// implements distlock.Locker and distlock.Inspector, and is safe for concurrent
+// use. It has no Wait: distlock.Lock polls it with backoff. The zero value is not
+// usable; call New, and Close when done.
+type Locker struct {
+	core *sqllock.Locker
+}
+
+var (
+	_ distlock.Locker    = (*Locker)(nil)
+	_ distlock.Inspector = (*Locker)(nil)
+)
+
+// New returns a Locker whose leases are rows of an InnoDB table in the MySQL (8.0
+// or later) or MariaDB (10.5 or later) database that db connects to with the
+// driver github.com/go-sql-driver/mysql (which this package imports, registering
+// the driver "mysql"). The DSN must name a database; interpolateParams=true saves
+// a round trip per call. New creates the table if it is missing (unless
+// Options.SkipCreateTable) and adds the table's fence high-water row if it is
+// missing, with ctx. db stays the caller's: close it after the Locker. A nil db
+// or invalid opts is the returned error, an *distlock.OpError wrapping
+// distlock.ErrInvalid that names the bad value.
+//
+// Acquire is one INSERT ... ON DUPLICATE KEY UPDATE statement that takes the row
+// over only when it has expired by the database's UTC_TIMESTAMP(6) (so the
+// sessions' time zones do not matter); it reports the new fence through
+// LAST_INSERT_ID(expr), which does not depend on the DSN's clientFoundRows.
+func New(ctx context.Context, db *sql.DB, opts *sqllock.Options) (*Locker, error) {
+	if db == nil {
+		return nil, newError(fmt.Errorf("%w: nil *sql.DB", distlock.ErrInvalid))
+	}
+	o, err := opts.WithDefaults()
+	if err != nil {
+		return nil, newError(err)
+	}
+	d := &dialect{db: db, owner: o.Owner, sql: newStatements(o.Table)}
+	if err := d.setup(ctx, o.SkipCreateTable); err != nil {
+		return nil, newError(fmt.Errorf("table %s: %w", o.Table, err))
+	}
+	core, err := sqllock.NewLocker(backend, d, &o)
+	if err != nil {
+		return nil, err
+	}
+	return &Locker{core: core}, nil
+}
+
+func newError(err error) error {
+	return &distlock.OpError{Backend: backend, Op: "New", Err: err}
+}
+
+// DDL returns the statements that create the lease table named table (empty:
+// sqllock.DefaultTable) and its fence high-water row, separated by semicolons, for
+// schemas managed by migrations (then set Options.SkipCreateTable). A table name
+// that sqllock.Options rejects is an *distlock.OpError wrapping
+// distlock.ErrInvalid. For the default table:
+//
+//	CREATE TABLE IF NOT EXISTS `distlock_leases` (
+//		key_hash BINARY(32) NOT NULL PRIMARY KEY,
+//		lock_key MEDIUMBLOB NOT NULL,
+//		token VARBINARY(255) NOT NULL,
+//		fence BIGINT NOT NULL,
+//		expires_at DATETIME(6) NOT NULL,
+//		owner VARCHAR(255) CHARACTER SET utf8mb4 NOT NULL
+//	) ENGINE=InnoDB;
+//	INSERT INTO `distlock_leases` (key_hash, lock_key, token, fence, expires_at, owner)
+//	VALUES (X'0000000000000000000000000000000000000000000000000000000000000000', '', '', 0, '1970-01-01 00:00:00', 'distlock: fence high-water mark')
+//	ON DUPLICATE KEY UPDATE key_hash = key_hash;
+func DDL(table string) (string, error) {
+	o, err := (&sqllock.Options{Table: table}).WithDefaults()
+	if err != nil {
+		return "", &distlock.OpError{Backend: backend, Op: "DDL", Err: err}
+	}
+	return strings.Join(newStatements(o.Table).ddl(), ";\n") + ";\n", nil
+}
+
+// Close stops the Locker's background work and waits for it; see
+// sqllock.Locker.Close. It does not close db.
+func (l *Locker) Close() error { return l.core.Close() }
+
+// TryLock makes one attempt to acquire key for ttl; see sqllock.Locker.TryLock.
+func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	return l.core.TryLock(ctx, key, ttl)
+}
+
+// Renew extends a held lease to ttl from now, never shortening what the database
+// holds; see sqllock.Locker.Renew.
+func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
+	return l.core.Renew(ctx, lease, ttl)
+}
+
+// Unlock releases a held lease; see sqllock.Locker.Unlock.
+func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
+	return l.core.Unlock(ctx, lease)
+}
+
+// Inspect returns the current holder of key; see sqllock.Locker.Inspect.
+func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, error) {
+	return l.core.Inspect(ctx, key)
+}
+
+// Prune deletes the rows of keys free for longer than olderThan, keeping fences
+// increasing; see sqllock.Locker.Prune.
+func (l *Locker) Prune(ctx context.Context, olderThan time.Duration) (int64, error) {
+	return l.core.Prune(ctx, olderThan)
+}
+
+// Table returns the name of the table that holds the lease rows.
+func (l *Locker) Table() string { return l.core.Table() }
+
+// Owner returns the owner label that this Locker writes into the rows it acquires.
+func (l *Locker) Owner() string { return l.core.Owner() }

@@ -1,0 +1,56 @@
+// Package postgres keeps distlock leases as rows of a table in PostgreSQL (14 or
+// later), through a pgx v5 pool. It imports no other database driver.
+//
+//	pool, err := pgxpool.New(ctx, "postgres://user:password@host/db")
+//	...
+//	defer pool.Close()
+//	locker, err := postgres.New(ctx, pool, nil) // table distlock_leases, created if missing
+//	...
+//	defer locker.Close()
+//	lease, err := distlock.Lock(ctx, locker, "migrations", time.Minute, nil)
+//
+// The table, its statements, Prune and the cleanup of abandoned acquires are
+// described in package sqllock; DDL returns this dialect's CREATE TABLE, for
+// schemas managed by migrations (with sqllock.Options.SkipCreateTable).
+//
+// The Locker implements distlock.Waiter with LISTEN/NOTIFY: Unlock notifies in its
+// own statement, and Wait listens on a connection of its own, outside the pool,
+// which the Locker's Waits share and which stays open for 5s after the last Wait
+// returned (Close closes it).
+//
+// # Abandoned acquires
+//
+// The Locker names each pooled connection's session by its pid and backend_start
+// (from pg_stat_activity, asked once per connection) and ends the session of an
+// acquire whose outcome is unknown with pg_terminate_backend(pid, timeout), which
+// needs PostgreSQL 14; the pool's role may signal its own sessions. Behind a
+// pooler such as PgBouncer, whose server sessions are shared, the server's pid
+// differs from the one the connection reported, and the session is never ended
+// (see package sqllock for what that means).
+//
+// # Safety assumptions
+//
+//   - The database's clock runs at the clients' rate and does not jump: a step
+//     forward (a manual change, an NTP step rather than a slew, a failover to a
+//     host whose clock is ahead) expires every lease early, and another client may
+//     acquire a key whose holder's Expires is still ahead; expiry uses now(), so
+//     client clocks do not matter, but keep the server's clock slewed by NTP.
+//   - Each statement reaches the primary and decides on the latest version of the
+//     row: a read replica rejects the writes, and a proxy that splits reads may
+//     answer Inspect from a stale replica; any isolation level works (a
+//     serialization failure is retried).
+//   - Committed transactions survive a crash: with synchronous_commit=off or
+//     fsync=off a crash can lose the last acquisitions and renewals, so a lease
+//     its holder believes held is gone and a fence can repeat; keep both on.
+//   - A failover keeps what the old primary committed: with asynchronous
+//     replication a promoted standby may lack the latest acquisitions and
+//     renewals (two holders, a repeated fence); use synchronous replication
+//     (synchronous_commit=remote_apply, or on with synchronous_standby_names), or
+//     treat a failover as losing every lease.
+//   - Sessions are the server's own: a transaction-pooling proxy (PgBouncer) is
+//     fine for the statements but defeats the ending of abandoned sessions, so a
+//     late statement may hold a key for its ttl, and Wait needs a session that can
+//     LISTEN; point the pool at the server, or accept the delay.
+//   - Every process that uses the table runs a version of this package with Prune
+//     when Prune runs: an older one starts a pruned key's new row at fence 1.
+package postgres

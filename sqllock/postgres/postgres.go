@@ -1,0 +1,144 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/sqllock"
+	"github.com/distlock/distlock/sqllock/internal/calls"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// backend is the Backend of the Locker's errors.
+const backend = "sqllock/postgres"
+
+// A Locker keeps leases as rows of a table in PostgreSQL. It implements
+// distlock.Locker, distlock.Inspector and distlock.Waiter, and is safe for
+// concurrent use. The zero value is not usable; call New, and Close when done.
+type Locker struct {
+	core  *sqllock.Locker
+	d     *dialect
+	ln    *listener
+	calls *calls.Group // the Waits in flight
+}
+
+var (
+	_ distlock.Locker    = (*Locker)(nil)
+	_ distlock.Inspector = (*Locker)(nil)
+	_ distlock.Waiter    = (*Locker)(nil)
+)
+
+// New returns a Locker whose leases are rows of a table in the PostgreSQL (14 or
+// later) database that pool connects to. It creates the table if it is missing
+// (unless Options.SkipCreateTable) and adds the table's fence high-water row if it
+// is missing, with ctx. The pool stays the caller's: close it after the Locker. A
+// nil pool or invalid opts is the returned error, an *distlock.OpError wrapping
+// distlock.ErrInvalid that names the bad value.
+//
+// Acquire is one INSERT ... ON CONFLICT DO UPDATE ... WHERE expired RETURNING fence
+// statement; expiry uses the database's now(). Wait opens one extra connection with
+// the pool's connection settings, outside the pool, kept while any Wait call is in
+// progress and for 5s after.
+func New(ctx context.Context, pool *pgxpool.Pool, opts *sqllock.Options) (*Locker, error) {
+	if pool == nil {
+		return nil, newError(fmt.Errorf("%w: nil *pgxpool.Pool", distlock.ErrInvalid))
+	}
+	o, err := opts.WithDefaults()
+	if err != nil {
+		return nil, newError(err)
+	}
+	d := &dialect{pool: pool, owner: o.Owner, sql: newStatements(o.Table)}
+	if err := d.setup(ctx, o.SkipCreateTable); err != nil {
+		return nil, newError(fmt.Errorf("table %s: %w", o.Table, err))
+	}
+	core, err := sqllock.NewLocker(backend, d, &o)
+	if err != nil {
+		return nil, err
+	}
+	return &Locker{
+		core:  core,
+		d:     d,
+		ln:    &listener{pool: pool, listen: d.sql.listen, idle: listenIdle, ping: listenPing},
+		calls: calls.New(),
+	}, nil
+}
+
+func newError(err error) error {
+	return &distlock.OpError{Backend: backend, Op: "New", Err: err}
+}
+
+// DDL returns the statements that create the lease table named table (empty:
+// sqllock.DefaultTable) and its fence high-water row, separated by semicolons, for
+// schemas managed by migrations (then set Options.SkipCreateTable). A table name
+// that sqllock.Options rejects is an *distlock.OpError wrapping
+// distlock.ErrInvalid. For the default table:
+//
+//	CREATE TABLE IF NOT EXISTS "distlock_leases" (
+//		key_hash bytea PRIMARY KEY,
+//		lock_key bytea NOT NULL,
+//		token bytea NOT NULL,
+//		fence bigint NOT NULL,
+//		expires_at timestamptz NOT NULL,
+//		owner text NOT NULL
+//	);
+//	INSERT INTO "distlock_leases" (key_hash, lock_key, token, fence, expires_at, owner)
+//	VALUES (decode('0000000000000000000000000000000000000000000000000000000000000000', 'hex'), '', '', 0, 'epoch', 'distlock: fence high-water mark')
+//	ON CONFLICT (key_hash) DO NOTHING;
+func DDL(table string) (string, error) {
+	o, err := (&sqllock.Options{Table: table}).WithDefaults()
+	if err != nil {
+		return "", &distlock.OpError{Backend: backend, Op: "DDL", Err: err}
+	}
+	return strings.Join(newStatements(o.Table).ddl(), ";\n") + ";\n", nil
+}
+
+// Close stops the Locker's background work and waits for it: Waits and other calls
+// in flight return (with an error wrapping distlock.ErrClosed unless they were
+// done), the connection that Waits listen on closes, and the releases of
+// half-made locks that failed TryLocks started run to their end (see
+// sqllock.Locker.Close). It does not close the pool, and it does not release held
+// leases. Every call after Close returns an *distlock.OpError wrapping
+// distlock.ErrClosed. Close is idempotent: a second call waits for the first one
+// and returns nil.
+func (l *Locker) Close() error {
+	l.calls.Close() // the Waits, which need the listener
+	l.ln.close()
+	return l.core.Close()
+}
+
+// TryLock makes one attempt to acquire key for ttl; see sqllock.Locker.TryLock.
+func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	return l.core.TryLock(ctx, key, ttl)
+}
+
+// Renew extends a held lease to ttl from now, never shortening what the database
+// holds; see sqllock.Locker.Renew.
+func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
+	return l.core.Renew(ctx, lease, ttl)
+}
+
+// Unlock releases a held lease and notifies the Waits on its key, on every client
+// of the table; see sqllock.Locker.Unlock.
+func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
+	return l.core.Unlock(ctx, lease)
+}
+
+// Inspect returns the current holder of key; see sqllock.Locker.Inspect.
+func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, error) {
+	return l.core.Inspect(ctx, key)
+}
+
+// Prune deletes the rows of keys free for longer than olderThan, keeping fences
+// increasing; see sqllock.Locker.Prune.
+func (l *Locker) Prune(ctx context.Context, olderThan time.Duration) (int64, error) {
+	return l.core.Prune(ctx, olderThan)
+}
+
+// Table returns the name of the table that holds the lease rows.
+func (l *Locker) Table() string { return l.core.Table() }
+
+// Owner returns the owner label that this Locker writes into the rows it acquires.
+func (l *Locker) Owner() string { return l.core.Owner() }

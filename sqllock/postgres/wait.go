@@ -1,0 +1,87 @@
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/sqllock"
+	"github.com/distlock/distlock/sqllock/internal/calls"
+)
+
+// Wait returns nil when key may be free: its lease was released (Unlock notified),
+// it expired, or it was free when Wait looked. It listens for the release
+// notifications first and only then reads the key's row, so that it cannot miss a
+// release between the two; it waits at most the holder's remaining ttl by the
+// database's clock. When ctx ends while the key is held it returns
+// errors.Join(distlock.ErrLocked, ctx.Err()). A nil return is a hint, not a lease:
+// call TryLock. The Waits of a Locker share one listening connection.
+func (l *Locker) Wait(ctx context.Context, key string) error {
+	cctx, end, err := l.calls.Begin(ctx)
+	if err != nil {
+		return &distlock.OpError{Backend: backend, Op: "Wait", Key: key, Err: err}
+	}
+	defer end()
+	if err := l.wait(cctx, key); err != nil {
+		switch {
+		case errors.Is(err, distlock.ErrInvalid):
+		case errors.Is(context.Cause(cctx), distlock.ErrClosed):
+			err = distlock.ErrClosed
+		case ctx.Err() != nil:
+			err = errors.Join(distlock.ErrLocked, ctx.Err())
+		}
+		return &distlock.OpError{Backend: backend, Op: "Wait", Key: key, Err: err}
+	}
+	return nil
+}
+
+func (l *Locker) wait(ctx context.Context, key string) error {
+	if err := distlock.ValidateKey(key, sqllock.MaxKeyLen); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r := row(key)
+	w, err := l.ln.subscribe(ctx, hex.EncodeToString(r.Hash))
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	defer l.ln.unsubscribe(w)
+
+	var st sqllock.RowState
+	var found bool
+	err = calls.Retry(ctx, l.d.Retryable, func() error {
+		var err error
+		st, found, err = l.d.Inspect(ctx, r)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if !found {
+		return nil
+	}
+	// The row expires st.Remaining after the database read its clock, which was
+	// after this point: waiting that long from here is never too short.
+	t := time.NewTimer(st.Remaining)
+	defer t.Stop()
+	select {
+	case <-w.ch: // released, or the listening connection failed
+		return nil
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// row returns the row of key, without a token.
+func row(key string) sqllock.Row {
+	h := sha256.Sum256([]byte(key))
+	return sqllock.Row{Hash: h[:], Key: []byte(key)}
+}
