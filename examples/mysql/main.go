@@ -1,5 +1,5 @@
 // Command mysql runs one job under a lock kept as a row of a MySQL 8 or MariaDB
-// table (sqllock.NewMySQL creates the table if it is missing).
+// table (sqllock/mysql.New creates the table if it is missing).
 //
 //	go run ./examples/mysql -dsn 'user:password@tcp(127.0.0.1:3306)/db'
 //
@@ -18,10 +18,8 @@ import (
 	"os/signal"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql" // the driver "mysql"
-
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/sqllock"
+	"github.com/distlock/distlock/sqllock/mysql" // and the driver "mysql"
 )
 
 func main() {
@@ -36,10 +34,11 @@ func main() {
 		fail(err)
 	}
 	defer db.Close()
-	locker, err := sqllock.NewMySQL(ctx, db, nil)
+	locker, err := mysql.New(ctx, db, nil)
 	if err != nil {
 		fail(err)
 	}
+	defer locker.Close() // before the database handle
 	report(distlock.Do(ctx, locker, *key, doOptions(), job))
 }
 

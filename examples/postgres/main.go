@@ -1,5 +1,5 @@
 // Command postgres runs one job under a lock kept as a row of a PostgreSQL table
-// (sqllock.NewPostgres creates the table if it is missing). Waiters wake by
+// (sqllock/postgres.New creates the table if it is missing). Waiters wake by
 // LISTEN/NOTIFY.
 //
 //	go run ./examples/postgres -url 'postgres://user:password@127.0.0.1:5432/db?sslmode=disable'
@@ -20,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/sqllock"
+	"github.com/distlock/distlock/sqllock/postgres"
 )
 
 func main() {
@@ -35,10 +35,11 @@ func main() {
 		fail(err)
 	}
 	defer pool.Close()
-	locker, err := sqllock.NewPostgres(ctx, pool, nil)
+	locker, err := postgres.New(ctx, pool, nil)
 	if err != nil {
 		fail(err)
 	}
+	defer locker.Close() // before the pool
 	report(distlock.Do(ctx, locker, *key, doOptions(), job))
 }
 

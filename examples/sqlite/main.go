@@ -1,7 +1,7 @@
 // Command sqlite runs one job under a lock kept as a row of an SQLite table
-// (sqllock.NewSQLite, with the pure-Go driver modernc.org/sqlite: no cgo). Processes
-// of one host that share the file exclude each other; run it twice at once to see
-// the second skip.
+// (sqllock/sqlite.New, with the pure-Go driver modernc.org/sqlite: no cgo).
+// Processes of one host that share the file exclude each other; run it twice at
+// once to see the second skip.
 //
 //	go run ./examples/sqlite -db /tmp/distlock-example.db
 package main
@@ -18,10 +18,8 @@ import (
 	"path/filepath"
 	"time"
 
-	_ "modernc.org/sqlite" // the driver "sqlite"
-
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/sqllock"
+	"github.com/distlock/distlock/sqllock/sqlite" // and the driver "sqlite"
 )
 
 func main() {
@@ -37,10 +35,11 @@ func main() {
 		fail(err)
 	}
 	defer db.Close()
-	locker, err := sqllock.NewSQLite(ctx, db, nil)
+	locker, err := sqlite.New(ctx, db, nil)
 	if err != nil {
 		fail(err)
 	}
+	defer locker.Close() // before the database handle
 	report(distlock.Do(ctx, locker, *key, doOptions(), job))
 }
 
