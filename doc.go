@@ -1,7 +1,8 @@
 // Package distlock is one contract for distributed locks (leases) with
 // interchangeable backends: single Redis (redislock), RedLock over N Redis masters
 // (redlock), ZooKeeper (zklock), etcd (etcdlock), SQL lease rows in PostgreSQL,
-// MySQL/MariaDB and SQLite (sqllock), and an in-process table (memlock). The package
+// MySQL/MariaDB and SQLite (sqllock/postgres, sqllock/mysql, sqllock/sqlite, over the
+// shared core sqllock), and an in-process table (memlock). The package
 // conformance proves a backend against the contract; run it against your own.
 //
 // # Leases
@@ -66,8 +67,8 @@
 // # Choosing a backend
 //
 //   - memlock: one process; tests of code that takes a Locker.
-//   - sqllock: you already run PostgreSQL or MySQL; the lock lives with your data,
-//     on the database's clock. SQLite for one host.
+//   - sqllock/postgres, sqllock/mysql: you already run PostgreSQL or MySQL; the
+//     lock lives with your data, on the database's clock. sqllock/sqlite for one host.
 //   - redislock: you run Redis and want the lowest latency; a failover to a replica
 //     can lose a lock (replication is asynchronous), so use fences.
 //   - redlock: no single Redis may take the lock down with it; costs N round trips
