@@ -22,15 +22,17 @@ const envBackend = "DISTLOCK_BACKEND"
 type backend struct {
 	locker distlock.Locker
 	close  func()
-	// maxTTL, when not zero, caps the lease ttl: a ZooKeeper lock lives only as
-	// long as its session, whose timeout the server chose.
-	maxTTL time.Duration
+	// maxTTL, when not zero, caps the lease ttl, for the reason maxTTLWhy gives: a
+	// ZooKeeper lease is certainly held for only part of its session's timeout,
+	// which the server chose.
+	maxTTL    time.Duration
+	maxTTLWhy string
 }
 
 // openOptions are what every opener may use.
 type openOptions struct {
 	owner string        // owner label; "" means the backend's default
-	ttl   time.Duration // the lease ttl (ZooKeeper's session timeout derives from it)
+	ttl   time.Duration // the lease ttl (ZooKeeper's session timeout, redlock's MaxTTL derive from it)
 }
 
 // An opener connects to the backend that u names.

@@ -20,12 +20,13 @@ func openRedis(ctx context.Context, u *backendURL, o openOptions) (*backend, err
 		return nil, badURL(u, "%s", scrub(err.Error(), u))
 	}
 	client := redis.NewClient(opt)
-	l := redislock.New(client, &redislock.Options{Owner: o.owner})
-	if err := l.Err(); err != nil {
+	l, err := redislock.New(client, &redislock.Options{Owner: o.owner})
+	if err != nil {
 		client.Close()
 		return nil, err
 	}
-	return &backend{locker: l, close: func() { client.Close() }}, nil
+	// The Locker first: it waits for its calls and clean-ups, which need the client.
+	return &backend{locker: l, close: func() { l.Close(); client.Close() }}, nil
 }
 
 // scrub removes u's password from msg (library errors may quote the URL).

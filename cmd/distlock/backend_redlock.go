@@ -4,21 +4,30 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/redlock"
 )
 
-// openRedlock opens redlock://[[user]:password@]h1:p1,h2:p2,h3:p3[/db]: one
-// go-redis client per independent master (port 6379 by default), each with the
+// openRedlock opens redlock://[[user]:password@]h1:p1,h2:p2,h3:p3[/db][?max_ttl=D]:
+// one go-redis client per independent master (port 6379 by default), each with the
 // same credentials and database number.
+//
+// max_ttl is redlock.Options.MaxTTL, the longest ttl a lock on a master can have:
+// a master that comes back empty is kept out of quorums for a little over the
+// MaxTTL of the client that first reaches it. So every client of one set of
+// masters must use the same MaxTTL, at least the longest ttl any of them uses.
+// The default, the larger of --ttl and redlock.DefaultMaxTTL (1m), is the same on
+// every client whose --ttl is at most 1m, and the library's default.
 func openRedlock(ctx context.Context, u *backendURL, o openOptions) (*backend, error) {
 	addrs, err := u.hostsWithPort("6379")
 	if err != nil {
 		return nil, err
 	}
-	if err := u.noQuery(); err != nil {
+	maxTTL, err := redlockMaxTTL(u, o.ttl)
+	if err != nil {
 		return nil, err
 	}
 	db := 0
@@ -43,10 +52,36 @@ func openRedlock(ctx context.Context, u *backendURL, o openOptions) (*backend, e
 	for i, a := range addrs {
 		clients[i] = redis.NewClient(&redis.Options{Addr: a, Username: user, Password: pass, DB: db})
 	}
-	l, err := redlock.New(clients, &redlock.Options{Owner: o.owner})
+	l, err := redlock.New(clients, &redlock.Options{Owner: o.owner, MaxTTL: maxTTL})
 	if err != nil {
 		closeAll()
 		return nil, err
 	}
-	return &backend{locker: l, close: closeAll}, nil
+	// The Locker first: it waits for the work its calls left on the masters.
+	return &backend{locker: l, close: func() { l.Close(); closeAll() }}, nil
+}
+
+// redlockMaxTTL returns the MaxTTL for a lease ttl of ttl: u's max_ttl, which
+// must not be below ttl, or else the larger of ttl and redlock.DefaultMaxTTL.
+func redlockMaxTTL(u *backendURL, ttl time.Duration) (time.Duration, error) {
+	for name := range u.query {
+		if name != "max_ttl" {
+			return 0, badURL(u, "unknown query parameter %q (want max_ttl)", name)
+		}
+	}
+	vals, ok := u.query["max_ttl"]
+	if !ok {
+		return max(ttl, redlock.DefaultMaxTTL), nil
+	}
+	if len(vals) != 1 {
+		return 0, badURL(u, "max_ttl given %d times", len(vals))
+	}
+	d, err := time.ParseDuration(vals[0])
+	if err != nil || d <= 0 {
+		return 0, badURL(u, "max_ttl %q: want a positive duration such as 5m", vals[0])
+	}
+	if d < ttl {
+		return 0, badURL(u, "max_ttl %v is below the ttl %v: raise max_ttl on every client of these masters", d, ttl)
+	}
+	return d, nil
 }

@@ -6,10 +6,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	mysqldriver "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock/sqllock"
+	"github.com/distlock/distlock/sqllock/mysql"
+	"github.com/distlock/distlock/sqllock/postgres"
 )
 
 // openPostgres opens a PostgreSQL connection URL (postgres:// or postgresql://),
@@ -24,12 +26,14 @@ func openPostgres(ctx context.Context, u *backendURL, o openOptions) (*backend, 
 	if err != nil {
 		return nil, scrubErr("postgres", err, u)
 	}
-	l, err := sqllock.NewPostgres(ctx, pool, &sqllock.Options{Owner: o.owner})
+	l, err := postgres.New(ctx, pool, &sqllock.Options{Owner: o.owner})
 	if err != nil {
 		pool.Close()
 		return nil, scrubErr("postgres "+hostsOf(u), err, u)
 	}
-	return &backend{locker: l, close: pool.Close}, nil
+	// The Locker first: it waits for the clean-ups of failed acquires, which need
+	// the pool.
+	return &backend{locker: l, close: func() { l.Close(); pool.Close() }}, nil
 }
 
 // openMySQL opens mysql://user:password@host[:port]/db[?param=value...], where the
@@ -46,7 +50,7 @@ func openMySQL(ctx context.Context, u *backendURL, o openOptions) (*backend, err
 	if db == "" || strings.Contains(db, "/") {
 		return nil, badURL(u, "want a database name as the path: mysql://user:password@host:port/db")
 	}
-	cfg := mysql.NewConfig()
+	cfg := mysqldriver.NewConfig()
 	cfg.Net, cfg.Addr, cfg.DBName = "tcp", addr, db
 	cfg.Timeout = 10 * time.Second
 	if u.user != nil {
@@ -61,20 +65,22 @@ func openMySQL(ctx context.Context, u *backendURL, o openOptions) (*backend, err
 		}
 		dsn += sep + u.query.Encode()
 	}
-	if cfg, err = mysql.ParseDSN(dsn); err != nil {
+	if cfg, err = mysqldriver.ParseDSN(dsn); err != nil {
 		return nil, badURL(u, "%s", scrub(err.Error(), u))
 	}
-	conn, err := mysql.NewConnector(cfg)
+	conn, err := mysqldriver.NewConnector(cfg)
 	if err != nil {
 		return nil, badURL(u, "%s", scrub(err.Error(), u))
 	}
 	sqlDB := sql.OpenDB(conn)
-	l, err := sqllock.NewMySQL(ctx, sqlDB, &sqllock.Options{Owner: o.owner})
+	l, err := mysql.New(ctx, sqlDB, &sqllock.Options{Owner: o.owner})
 	if err != nil {
 		sqlDB.Close()
 		return nil, scrubErr("mysql "+addr, err, u)
 	}
-	return &backend{locker: l, close: func() { sqlDB.Close() }}, nil
+	// The Locker first: it waits for the clean-ups of failed acquires, which need
+	// the database handle.
+	return &backend{locker: l, close: func() { l.Close(); sqlDB.Close() }}, nil
 }
 
 func hostsOf(u *backendURL) string { return strings.Join(u.hosts, ",") }

@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"strings"
 
-	_ "modernc.org/sqlite" // the pure-Go driver "sqlite"
-
 	"github.com/distlock/distlock/sqllock"
+	"github.com/distlock/distlock/sqllock/sqlite" // registers modernc's driver "sqlite"
 )
 
 // sqliteBusyTimeout is how long, in milliseconds, a statement waits for another
@@ -42,10 +41,11 @@ func openSQLiteFile(ctx context.Context, path string, o openOptions) (*backend, 
 	if err != nil {
 		return nil, fmt.Errorf("open SQLite database %s: %w", path, err)
 	}
-	l, err := sqllock.NewSQLite(ctx, db, &sqllock.Options{Owner: o.owner})
+	l, err := sqlite.New(ctx, db, &sqllock.Options{Owner: o.owner})
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("SQLite database %s: %w", path, err)
 	}
-	return &backend{locker: l, close: func() { db.Close() }}, nil
+	// The Locker first: it waits for its calls in flight, which need db.
+	return &backend{locker: l, close: func() { l.Close(); db.Close() }}, nil
 }

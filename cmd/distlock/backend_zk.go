@@ -13,9 +13,9 @@ import (
 
 // openZooKeeper opens zk://h1:p1,h2:p2[/root] (port 2181 by default). The session
 // timeout it asks for is the --ttl; ZooKeeper clamps it to the server's
-// [minSessionTimeout, maxSessionTimeout] (by default 4s to 40s), and the lease ttl is
-// then capped at the granted timeout, since a ZooKeeper lock lives as long as its
-// session.
+// [minSessionTimeout, maxSessionTimeout] (by default 4s to 40s). A ZooKeeper lock
+// lives as long as its session, and a lease is certainly held for at most
+// zkLeaseCap of the granted timeout, so the lease ttl is capped at that.
 func openZooKeeper(ctx context.Context, u *backendURL, o openOptions) (*backend, error) {
 	servers, err := u.hostsWithPort("2181")
 	if err != nil {
@@ -31,60 +31,42 @@ func openZooKeeper(ctx context.Context, u *backendURL, o openOptions) (*backend,
 	if p := strings.TrimSuffix(u.path, "/"); p != "" {
 		root = p
 	}
-	lg := &zkSessionLogger{granted: make(chan time.Duration, 1)}
-	conn, _, err := zk.Connect(servers, o.ttl, zk.WithLogger(lg))
+	// go-zookeeper logs every failed dial and reconnection; distlock reports the
+	// errors that result.
+	sess, err := zklock.Connect(ctx, servers, o.ttl, &zklock.ConnectOptions{
+		ZK: []func(*zk.Conn){zk.WithLogger(zkQuiet{}), zk.WithLogInfo(false)},
+	})
 	if err != nil {
-		return nil, fmt.Errorf("zookeeper %v: %w", servers, err)
-	}
-	var granted time.Duration
-	select {
-	case granted = <-lg.granted:
-	case <-ctx.Done():
-		conn.Close()
-		return nil, fmt.Errorf("zookeeper %v: no session: %w", servers, ctx.Err())
-	}
-	l, err := zklock.New(conn, &zklock.Options{SessionTimeout: granted, Root: root, Owner: o.owner})
-	if err != nil {
-		conn.Close()
 		return nil, err
 	}
+	l, err := zklock.New(sess, &zklock.Options{Prefix: root, Owner: o.owner})
+	if err != nil {
+		sess.Close()
+		return nil, err
+	}
+	granted := sess.Timeout()
 	return &backend{
-		locker: l,
-		maxTTL: granted,
+		locker:    l,
+		maxTTL:    zkLeaseCap(granted),
+		maxTTLWhy: fmt.Sprintf("5/12 of the session timeout %v that ZooKeeper granted", granted),
 		close: func() {
-			conn.Close() // ends the session first, so Close returns at once
+			// The session first: closing it deletes every node of the session on
+			// the server at once, and Locker.Close then returns at once; the other
+			// order waits up to the session timeout when the connection is down.
+			sess.Close()
 			l.Close()
 		},
 	}, nil
 }
 
-// zkSessionLogger learns the session timeout that the server granted, which a
-// *zk.Conn reports only in its log line "authenticated: id=..., timeout=...", and
-// drops the rest of go-zookeeper's log (distlock reports the errors that result).
-type zkSessionLogger struct {
-	granted chan time.Duration
+// zkLeaseCap is the longest validity of a zklock lease on a session of the
+// granted timeout s with the default Options.TickTime of s/2: the package's
+// s - s/3 - TickTime/2, which is 5/12 of s.
+func zkLeaseCap(s time.Duration) time.Duration {
+	return s - s/3 - (s/2)/2
 }
 
-func (z *zkSessionLogger) Printf(format string, args ...any) {
-	if !strings.HasPrefix(format, "authenticated:") || len(args) != 2 {
-		return
-	}
-	var ms int64
-	switch v := args[1].(type) {
-	case int32:
-		ms = int64(v)
-	case int64:
-		ms = v
-	case int:
-		ms = int64(v)
-	default:
-		return
-	}
-	if ms <= 0 {
-		return
-	}
-	select {
-	case z.granted <- time.Duration(ms) * time.Millisecond:
-	default: // a later session of the same connection
-	}
-}
+// zkQuiet is a zk.Logger that drops everything.
+type zkQuiet struct{}
+
+func (zkQuiet) Printf(string, ...any) {}

@@ -3,10 +3,13 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestBackends runs the CLI against every real server: fences increase, a held key
@@ -66,11 +69,38 @@ func TestBackends(t *testing.T) {
 }
 
 // TestZooKeeperCapsTTL: a ZooKeeper lock lives only as long as its session, whose
-// timeout the server bounds; a longer --ttl is capped at the granted timeout.
+// timeout the server bounds, and a lease is certainly held for only 5/12 of it
+// (zklock's cap with its default TickTime); a longer --ttl is capped at that.
 func TestZooKeeperCapsTTL(t *testing.T) {
 	env := baseEnv(t)
 	code, out, errOut := runDL(t, env, "run", "-v", "--ttl", "10m", "--backend", backendURLs["zk"], "zk-cap", "--", "echo", "ran")
-	if code != 0 || out != "ran\n" || !strings.Contains(errOut, "the backend caps the ttl at") {
-		t.Fatalf("exit %d, stdout %q, stderr %q; want the ttl capped at the session timeout", code, out, errOut)
-	}
+	require.Equal(t, 0, code, "stderr: %s", errOut)
+	require.Equal(t, "ran\n", out)
+	m := regexp.MustCompile(`the backend caps the ttl at (\S+) \(5/12 of the session timeout (\S+) that ZooKeeper granted\)`).FindStringSubmatch(errOut)
+	require.NotNil(t, m, "stderr %q: want the ttl capped below the session timeout", errOut)
+	capped, err := time.ParseDuration(m[1])
+	require.NoError(t, err)
+	granted, err := time.ParseDuration(m[2])
+	require.NoError(t, err)
+	require.LessOrEqual(t, granted, 10*time.Minute)
+	require.InDelta(t, float64(granted)*5/12, float64(capped), float64(time.Millisecond), "capped at %v of a %v session", capped, granted)
+}
+
+// TestRedlockLongTTL: a --ttl above redlock's default MaxTTL (1m) works, because
+// the CLI raises MaxTTL to it; a max_ttl below --ttl is bad usage.
+func TestRedlockLongTTL(t *testing.T) {
+	env := baseEnv(t)
+	backend := backendURLs["redlock"]
+	key := fmt.Sprintf("redlock long ttl %d", time.Now().UnixNano())
+	code, out, errOut := runDL(t, env, "run", "--ttl", "5m", "--backend", backend, key, "--", "echo", "ran")
+	require.Equal(t, 0, code, "--ttl 5m: stderr %s", errOut)
+	require.Equal(t, "ran\n", out)
+
+	code, out, errOut = runDL(t, env, "run", "--ttl", "5m", "--backend", backend+"?max_ttl=10m", key, "--", "echo", "ran")
+	require.Equal(t, 0, code, "--ttl 5m, max_ttl=10m: stderr %s", errOut)
+	require.Equal(t, "ran\n", out)
+
+	code, _, errOut = runDL(t, env, "run", "--ttl", "5m", "--backend", backend+"?max_ttl=1m", key, "--", "echo", "ran")
+	require.Equal(t, exitUsage, code, "stderr %s", errOut)
+	require.Contains(t, errOut, "max_ttl 1m0s is below the ttl 5m0s")
 }

@@ -165,7 +165,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 		if b.maxTTL > 0 && b.maxTTL < r.ttl {
 			if c.verbose {
-				r.logf("the backend caps the ttl at %v (its session timeout)", b.maxTTL)
+				r.logf("the backend caps the ttl at %v (%s)", b.maxTTL, b.maxTTLWhy)
 			}
 			r.ttl = b.maxTTL
 		}

@@ -108,11 +108,16 @@ ttl and owner.
 
 backend URLs:
   redis://[[user]:password@]host[:port][/db]     one Redis server (rediss:// for TLS)
-  redlock://[[user]:password@]h1:p1,h2:p2,h3:p3[/db]
-                                                 RedLock over independent Redis masters
+  redlock://[[user]:password@]h1:p1,h2:p2,h3:p3[/db][?max_ttl=D]
+                                                 RedLock over independent Redis masters;
+                                                 max_ttl (default: the larger of --ttl
+                                                 and 1m) bounds every ttl, and must be
+                                                 the same on every client of the masters
   zk://h1:p1,h2:p2[/root]                        ZooKeeper ensemble (root /distlock);
-                                                 --ttl is the session timeout, capped
-                                                 at the one the server grants
+                                                 --ttl is the session timeout asked for
+                                                 (the server grants 4s to 40s by
+                                                 default); the lease ttl is capped at
+                                                 5/12 of the granted timeout
   etcd://[user:password@]h1:p1,h2:p2[/prefix]    etcd v3 cluster
   postgres://user:password@host:port/db?sslmode=disable
                                                  PostgreSQL (postgresql:// too)

@@ -4,6 +4,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestParseBackendURL(t *testing.T) {
@@ -134,5 +137,33 @@ func TestRunInProcess(t *testing.T) {
 	}
 	if !strings.HasPrefix(errOut.String(), "distlock run: invalid value") {
 		t.Fatalf("stderr %q", errOut.String())
+	}
+}
+
+func TestRedlockMaxTTL(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		ttl  time.Duration
+		want time.Duration // 0: a usage error
+	}{
+		{raw: "redlock://h1,h2,h3", ttl: 30 * time.Second, want: time.Minute},
+		{raw: "redlock://h1,h2,h3", ttl: 5 * time.Minute, want: 5 * time.Minute},
+		{raw: "redlock://h1,h2,h3?max_ttl=10m", ttl: 30 * time.Second, want: 10 * time.Minute},
+		{raw: "redlock://h1,h2,h3?max_ttl=30s", ttl: 30 * time.Second, want: 30 * time.Second},
+		{raw: "redlock://h1,h2,h3?max_ttl=10s", ttl: 30 * time.Second},
+		{raw: "redlock://h1,h2,h3?max_ttl=x", ttl: time.Second},
+		{raw: "redlock://h1,h2,h3?max_ttl=-1s", ttl: time.Second},
+		{raw: "redlock://h1,h2,h3?max_ttl=1m&max_ttl=2m", ttl: time.Second},
+		{raw: "redlock://h1,h2,h3?maxttl=1m", ttl: time.Second},
+	} {
+		u, err := parseBackendURL(tc.raw)
+		require.NoError(t, err, tc.raw)
+		got, err := redlockMaxTTL(u, tc.ttl)
+		if tc.want == 0 {
+			require.True(t, isUsage(err), "%s, ttl %v: got %v, %v; want a usage error", tc.raw, tc.ttl, got, err)
+			continue
+		}
+		require.NoError(t, err, tc.raw)
+		require.Equal(t, tc.want, got, "%s, ttl %v", tc.raw, tc.ttl)
 	}
 }
