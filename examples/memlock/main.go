@@ -19,10 +19,18 @@ import (
 )
 
 func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "memlock:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
 	locker := memlock.New()
+	defer locker.Close() // as every backend's Locker: later calls and Waits get ErrClosed
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts := &distlock.DoOptions{TTL: 10 * time.Second, Observer: distlock.Observer{Logger: logger}}
-	err := distlock.Do(context.Background(), locker, "example-job", opts, func(ctx context.Context) error {
+	return distlock.Do(context.Background(), locker, "example-job", opts, func(ctx context.Context) error {
 		fmt.Println("holding example-job")
 		// Another instance (here: another Do in this process) does not get it.
 		err := distlock.Do(ctx, locker, "example-job", nil, func(context.Context) error {
@@ -34,8 +42,4 @@ func main() {
 		fmt.Println("a second Do found it held:", err)
 		return nil
 	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "memlock:", err)
-		os.Exit(1)
-	}
 }
