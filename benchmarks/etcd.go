@@ -47,7 +47,12 @@ func EtcdSubjects(addr string, cfg Config) []Subject {
 				if err != nil {
 					return nil, err
 				}
-				return &lockerClient{l: etcdlock.New(cli, nil), ttl: cfg.TTL, close: cli.Close}, nil
+				l, err := etcdlock.New(cli, nil)
+				if err != nil {
+					_ = cli.Close()
+					return nil, err
+				}
+				return &lockerClient{l: l, ttl: cfg.TTL, close: closeBoth(l.Close, cli.Close)}, nil
 			},
 			Note: "a lease per acquisition (TTL in whole seconds)",
 		},

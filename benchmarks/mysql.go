@@ -8,14 +8,15 @@ import (
 	"errors"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	mysqldriver "github.com/go-sql-driver/mysql"
 
 	"github.com/distlock/distlock/sqllock"
+	"github.com/distlock/distlock/sqllock/mysql"
 )
 
 // newMySQLDB opens the server of dsn (its address through route).
 func newMySQLDB(dsn string, route Route) (*sql.DB, error) {
-	cfg, err := mysql.ParseDSN(dsn)
+	cfg, err := mysqldriver.ParseDSN(dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -40,12 +41,12 @@ func MySQLSubjects(dsn string, cfg Config) []Subject {
 				if err != nil {
 					return nil, err
 				}
-				l, err := sqllock.NewMySQL(ctx, db, &sqllock.Options{Table: "bench_locks"})
+				l, err := mysql.New(ctx, db, &sqllock.Options{Table: "bench_locks"})
 				if err != nil {
 					_ = db.Close()
 					return nil, err
 				}
-				return &lockerClient{l: l, ttl: cfg.TTL, close: db.Close}, nil
+				return &lockerClient{l: l, ttl: cfg.TTL, close: closeBoth(l.Close, db.Close)}, nil
 			},
 		},
 		{

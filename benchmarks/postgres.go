@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock/sqllock"
+	"github.com/distlock/distlock/sqllock/postgres"
 )
 
 // pgMaxConns is the pool size of every PostgreSQL client: enough for W1's 16
@@ -42,8 +43,8 @@ func newPGPool(ctx context.Context, url string, route Route) (*pgxpool.Pool, err
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
-// PostgresSubjects returns the subjects on one PostgreSQL server: sqllock's
-// PostgresLocker and the peer (which is also the floor) advisory locks.
+// PostgresSubjects returns the subjects on one PostgreSQL server: the
+// sqllock/postgres Locker and the peer (which is also the floor) advisory locks.
 func PostgresSubjects(url string, cfg Config) []Subject {
 	return []Subject{
 		{
@@ -55,12 +56,12 @@ func PostgresSubjects(url string, cfg Config) []Subject {
 				if err != nil {
 					return nil, err
 				}
-				l, err := sqllock.NewPostgres(ctx, pool, &sqllock.Options{Table: "bench_locks"})
+				l, err := postgres.New(ctx, pool, &sqllock.Options{Table: "bench_locks"})
 				if err != nil {
 					pool.Close()
 					return nil, err
 				}
-				return &lockerClient{l: l, ttl: cfg.TTL, close: func() error { pool.Close(); return nil }}, nil
+				return &lockerClient{l: l, ttl: cfg.TTL, close: closeBoth(l.Close, func() error { pool.Close(); return nil })}, nil
 			},
 			Note: fmt.Sprintf("pgxpool of at most %d connections per client", pgMaxConns),
 		},

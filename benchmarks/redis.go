@@ -41,11 +41,7 @@ func RedisSubjects(addr string, cfg Config) []Subject {
 			Wakeup: "pub/sub (Waiter)", Waiter: true, Workloads: all,
 			Bound: cfg.TTL, BoundKind: "ttl", Networked: true,
 			New: func(ctx context.Context, route Route) (Client, error) {
-				c, err := newRedisClient(addr, route)
-				if err != nil {
-					return nil, err
-				}
-				return &lockerClient{l: redislock.New(c, nil), ttl: cfg.TTL, close: c.Close}, nil
+				return newRedisLockClient(addr, route, cfg)
 			},
 		},
 		{
@@ -53,11 +49,11 @@ func RedisSubjects(addr string, cfg Config) []Subject {
 			Wakeup: "pub/sub (Waiter)", Waiter: true, Workloads: w1Only,
 			Bound: cfg.TTL, BoundKind: "ttl", Networked: true,
 			New: func(ctx context.Context, route Route) (Client, error) {
-				c, err := newRedisClient(addr, route)
+				c, err := newRedisLockClient(addr, route, cfg)
 				if err != nil {
 					return nil, err
 				}
-				return backgroundClient{&lockerClient{l: redislock.New(c, nil), ttl: cfg.TTL, close: c.Close}}, nil
+				return backgroundClient{c}, nil
 			},
 			Note: "calls get context.Background(), which redislock runs on the caller's goroutine (a cancellable context costs a goroutine per call)",
 		},
@@ -104,6 +100,20 @@ func RedisSubjects(addr string, cfg Config) []Subject {
 			Note: "what redislock's protocol needs at least: one script that sets the lock (SET NX PX) and increments a fence counter (INCR), then one that compares, deletes and PUBLISHes the release; 2 round trips",
 		},
 	}
+}
+
+// newRedisLockClient returns a redislock.Locker on its own go-redis client.
+func newRedisLockClient(addr string, route Route, cfg Config) (*lockerClient, error) {
+	c, err := newRedisClient(addr, route)
+	if err != nil {
+		return nil, err
+	}
+	l, err := redislock.New(c, nil)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return &lockerClient{l: l, ttl: cfg.TTL, close: closeBoth(l.Close, c.Close)}, nil
 }
 
 // rawFenceAcquire sets KEYS[1] to ARGV[1] for ARGV[2] ms if it is absent and then

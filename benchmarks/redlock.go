@@ -64,12 +64,5 @@ func newRedLockClient(addrs []string, route Route, cfg Config) (Client, error) {
 		_ = closeAll()
 		return nil, err
 	}
-	return &lockerClient{l: l, ttl: cfg.TTL, close: func() error {
-		// A Locker that keeps pub/sub connections for Wait closes them first.
-		var err error
-		if c, ok := any(l).(interface{ Close() error }); ok {
-			err = c.Close()
-		}
-		return errors.Join(err, closeAll())
-	}}, nil
+	return &lockerClient{l: l, ttl: cfg.TTL, close: closeBoth(l.Close, closeAll)}, nil
 }

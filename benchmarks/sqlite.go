@@ -4,9 +4,8 @@ import (
 	"context"
 	"database/sql"
 
-	_ "modernc.org/sqlite" // the driver sqllock.NewSQLite needs
-
 	"github.com/distlock/distlock/sqllock"
+	"github.com/distlock/distlock/sqllock/sqlite" // registers modernc's driver "sqlite"
 )
 
 // SQLiteSubjects returns sqllock's SQLite Locker on the database file path: every
@@ -23,12 +22,12 @@ func SQLiteSubjects(path string, cfg Config) []Subject {
 			if err != nil {
 				return nil, err
 			}
-			l, err := sqllock.NewSQLite(ctx, db, &sqllock.Options{Table: "bench_locks"})
+			l, err := sqlite.New(ctx, db, &sqllock.Options{Table: "bench_locks"})
 			if err != nil {
 				_ = db.Close()
 				return nil, err
 			}
-			return &lockerClient{l: l, ttl: cfg.TTL, close: db.Close}, nil
+			return &lockerClient{l: l, ttl: cfg.TTL, close: closeBoth(l.Close, db.Close)}, nil
 		},
 		Note: "one database file on local disk, opened by every client",
 	}}

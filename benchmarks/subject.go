@@ -150,6 +150,12 @@ func (c *lockerClient) Close() error {
 	return c.close()
 }
 
+// closeBoth returns a close function that closes a Locker, then the client it uses
+// (the Locker waits for its calls and clean-ups, which need the client).
+func closeBoth(locker, client func() error) func() error {
+	return func() error { return errors.Join(locker(), client()) }
+}
+
 type leaseHeld struct {
 	l     distlock.Locker
 	lease distlock.Lease

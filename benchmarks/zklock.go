@@ -1,24 +1,37 @@
 package benchmarks
 
 import (
+	"context"
+
+	"github.com/go-zookeeper/zk"
+
 	"github.com/distlock/distlock/zklock"
 )
 
 // newZKLockClient returns a zklock.Locker on its own ZooKeeper session, whose
 // timeout is cfg.TTL (testenv's servers grant it: it lies between their minimum
 // and maximum session timeouts).
-func newZKLockClient(addr string, route Route, cfg Config) (Client, error) {
-	conn, err := newZKConn(addr, route, cfg.TTL)
+func newZKLockClient(ctx context.Context, addr string, route Route, cfg Config) (Client, error) {
+	a, err := route.Dial(addr)
 	if err != nil {
 		return nil, err
 	}
-	l, err := zklock.New(conn, &zklock.Options{SessionTimeout: cfg.TTL})
+	sess, err := zklock.Connect(ctx, []string{a}, cfg.TTL, &zklock.ConnectOptions{
+		ZK: []func(*zk.Conn){zk.WithLogger(zkNopLogger{}), zk.WithLogInfo(false)},
+	})
 	if err != nil {
-		conn.Close()
+		return nil, err
+	}
+	l, err := zklock.New(sess, nil)
+	if err != nil {
+		sess.Close()
 		return nil, err
 	}
 	return &lockerClient{l: l, ttl: cfg.TTL, close: func() error {
-		conn.Close() // first, so that Close does not wait for requests in flight
+		// The session first: W3 cut the holder's connection, and Close would
+		// otherwise wait up to the session timeout to delete its nodes, which
+		// closing the session (or its expiry) deletes anyway.
+		sess.Close()
 		return l.Close()
 	}}, nil
 }

@@ -44,7 +44,7 @@ func ZooKeeperSubjects(addr string, cfg Config) []Subject {
 			Wakeup: "watch on the predecessor (Waiter)", Waiter: true, Workloads: all,
 			Bound: cfg.TTL, BoundKind: "session timeout", Networked: true,
 			New: func(ctx context.Context, route Route) (Client, error) {
-				return newZKLockClient(addr, route, cfg)
+				return newZKLockClient(ctx, addr, route, cfg)
 			},
 		},
 		{
