@@ -29,6 +29,29 @@ type backend struct {
 	maxTTLWhy string
 }
 
+// closeLocker returns a backend's close function: it closes the Locker, which
+// finishes the clean-ups that failed calls started (removing a lock that a TryLock
+// with a lost reply may have made), and then the client that the Locker uses. It
+// waits for the Locker at most closeTimeout: against a server that does not answer,
+// the clean-ups run to their own timeouts (about 10s for redlock), and distlock
+// exits without them; a lock they would have removed lapses at its ttl.
+func closeLocker(lockerClose func() error, clientClose func()) func() {
+	return func() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = lockerClose()
+		}()
+		t := time.NewTimer(closeTimeout)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+		}
+		clientClose()
+	}
+}
+
 // openOptions are what every opener may use.
 type openOptions struct {
 	owner string        // owner label; "" means the backend's default

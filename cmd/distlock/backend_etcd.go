@@ -48,6 +48,5 @@ func openEtcd(ctx context.Context, u *backendURL, o openOptions) (*backend, erro
 		client.Close()
 		return nil, err
 	}
-	// The Locker first: closing the client first would fail its last calls.
-	return &backend{locker: l, close: func() { l.Close(); client.Close() }}, nil
+	return &backend{locker: l, close: closeLocker(l.Close, func() { client.Close() })}, nil
 }

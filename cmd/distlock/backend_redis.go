@@ -25,8 +25,7 @@ func openRedis(ctx context.Context, u *backendURL, o openOptions) (*backend, err
 		client.Close()
 		return nil, err
 	}
-	// The Locker first: it waits for its calls and clean-ups, which need the client.
-	return &backend{locker: l, close: func() { l.Close(); client.Close() }}, nil
+	return &backend{locker: l, close: closeLocker(l.Close, func() { client.Close() })}, nil
 }
 
 // scrub removes u's password from msg (library errors may quote the URL).

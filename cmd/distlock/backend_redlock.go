@@ -57,8 +57,7 @@ func openRedlock(ctx context.Context, u *backendURL, o openOptions) (*backend, e
 		closeAll()
 		return nil, err
 	}
-	// The Locker first: it waits for the work its calls left on the masters.
-	return &backend{locker: l, close: func() { l.Close(); closeAll() }}, nil
+	return &backend{locker: l, close: closeLocker(l.Close, closeAll)}, nil
 }
 
 // redlockMaxTTL returns the MaxTTL for a lease ttl of ttl: u's max_ttl, which

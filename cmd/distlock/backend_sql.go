@@ -31,9 +31,7 @@ func openPostgres(ctx context.Context, u *backendURL, o openOptions) (*backend, 
 		pool.Close()
 		return nil, scrubErr("postgres "+hostsOf(u), err, u)
 	}
-	// The Locker first: it waits for the clean-ups of failed acquires, which need
-	// the pool.
-	return &backend{locker: l, close: func() { l.Close(); pool.Close() }}, nil
+	return &backend{locker: l, close: closeLocker(l.Close, pool.Close)}, nil
 }
 
 // openMySQL opens mysql://user:password@host[:port]/db[?param=value...], where the
@@ -78,9 +76,7 @@ func openMySQL(ctx context.Context, u *backendURL, o openOptions) (*backend, err
 		sqlDB.Close()
 		return nil, scrubErr("mysql "+addr, err, u)
 	}
-	// The Locker first: it waits for the clean-ups of failed acquires, which need
-	// the database handle.
-	return &backend{locker: l, close: func() { l.Close(); sqlDB.Close() }}, nil
+	return &backend{locker: l, close: closeLocker(l.Close, func() { sqlDB.Close() })}, nil
 }
 
 func hostsOf(u *backendURL) string { return strings.Join(u.hosts, ",") }

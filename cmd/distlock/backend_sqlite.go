@@ -46,6 +46,5 @@ func openSQLiteFile(ctx context.Context, path string, o openOptions) (*backend, 
 		db.Close()
 		return nil, fmt.Errorf("SQLite database %s: %w", path, err)
 	}
-	// The Locker first: it waits for its calls in flight, which need db.
-	return &backend{locker: l, close: func() { l.Close(); db.Close() }}, nil
+	return &backend{locker: l, close: closeLocker(l.Close, func() { db.Close() })}, nil
 }

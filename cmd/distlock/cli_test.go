@@ -2,13 +2,17 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // fenceOf runs CMD under key and returns the DISTLOCK_FENCE it saw.
@@ -398,6 +402,54 @@ func TestBackendDown(t *testing.T) {
 	if code != exitFailed || strings.Count(errOut, "\n") != 1 {
 		t.Fatalf("unreachable Redis: exit %d, stderr %q; want %d and one line", code, errOut, exitFailed)
 	}
+}
+
+// TestUnresponsiveServerExitsPromptly: against a server that accepts connections
+// and never answers, run gives up and exits without waiting out the clean-ups of
+// the backend's Close (redlock's take about 10s there): it waits for them at most
+// closeTimeout.
+func TestUnresponsiveServerExitsPromptly(t *testing.T) {
+	env := baseEnv(t)
+	addr := silentServer(t)
+	start := time.Now()
+	code, _, errOut := runDL(t, env, "run", "--backend", "redlock://"+addr, "k", "--", "echo", "ran")
+	took := time.Since(start)
+	require.Equal(t, exitFailed, code, "stderr %q", errOut)
+	// The TryLock takes a node timeout (200ms), then Close at most closeTimeout.
+	require.Less(t, took, closeTimeout+4*time.Second, "exit after %v; stderr %q", took, errOut)
+}
+
+// silentServer listens on a loopback port, accepts every connection and never
+// writes to it, until the test ends; it returns its address.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
 }
 
 // readLines returns the lines of file.

@@ -24,6 +24,8 @@ const (
 	opTimeout = 15 * time.Second
 	// releaseTimeout bounds the final Unlock.
 	releaseTimeout = 5 * time.Second
+	// closeTimeout bounds the wait for a Locker's Close (see closeLocker).
+	closeTimeout = 3 * time.Second
 )
 
 // forwarded are the signals that run forwards to CMD.
