@@ -78,9 +78,9 @@ func Do(ctx context.Context, l Locker, key string, opts *DoOptions, fn func(ctx 
 		lease, err = Lock(ctx, l, key, o.TTL, &o.Lock)
 	} else {
 		lease, err = l.TryLock(ctx, key, o.TTL)
-		if err == nil {
-			o.Observer.emit(Event{Op: OpAcquire, Key: key, Fence: lease.Fence, Took: time.Since(start)})
-		}
+		took := time.Since(start)
+		o.Observer.emit(ctx, Event{Op: OpAttempt, Key: key, Fence: lease.Fence, Took: took, Attempt: 1, Err: err})
+		o.Observer.emit(ctx, Event{Op: OpAcquire, Key: key, Fence: lease.Fence, Took: took, Attempt: 1, Err: err})
 	}
 	if err != nil {
 		return err

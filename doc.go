@@ -84,7 +84,9 @@
 //
 // # Observability
 //
-// Lock, Hold and Do report acquisitions, renewals, losses and releases to the
-// Observer in their options (a *slog.Logger and an OnEvent hook). There is no global
-// state: nothing is registered or logged unless you pass it in.
+// Lock, Hold and Do report every attempt (contention included), wait, acquisition,
+// renewal, loss and release to the Observer in their options: a *slog.Logger and an
+// OnEvent hook, both called with the caller's context so that traces connect. The
+// package otelobserve turns them into OpenTelemetry metrics and spans. There is no
+// global state: nothing is registered or logged unless you pass it in.
 package distlock

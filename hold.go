@@ -50,11 +50,12 @@ func (o *HoldOptions) withDefaults(lease Lease) (HoldOptions, error) {
 // Held is a lease kept alive in the background by Hold. Its methods are safe for
 // concurrent use.
 type Held struct {
-	l    Locker
-	o    HoldOptions
-	ctx  context.Context
-	stop context.CancelCauseFunc
-	done chan struct{}
+	l      Locker
+	o      HoldOptions
+	parent context.Context // Hold's ctx without its cancellation: what events carry
+	ctx    context.Context
+	stop   context.CancelCauseFunc
+	done   chan struct{}
 
 	mu    sync.Mutex
 	lease Lease
@@ -78,7 +79,7 @@ var errReleased = errors.New("distlock: lease released")
 // the lease stays on the server until Release or its expiry.
 func Hold(ctx context.Context, l Locker, lease Lease, opts *HoldOptions) *Held {
 	hctx, stop := context.WithCancelCause(ctx)
-	h := &Held{l: l, ctx: hctx, stop: stop, done: make(chan struct{}), lease: lease}
+	h := &Held{l: l, parent: context.WithoutCancel(ctx), ctx: hctx, stop: stop, done: make(chan struct{}), lease: lease}
 	err := ValidateLease(lease)
 	var o HoldOptions
 	if err == nil {
@@ -138,7 +139,7 @@ func (h *Held) Release(ctx context.Context) error {
 		}
 		start := time.Now()
 		err := h.l.Unlock(ctx, lease)
-		h.o.Observer.emit(Event{Op: OpRelease, Key: lease.Key, Fence: lease.Fence, Took: time.Since(start), Err: err})
+		h.o.Observer.emit(ctx, Event{Op: OpRelease, Key: lease.Key, Fence: lease.Fence, Took: time.Since(start), Err: err})
 		h.releaseErr = err
 	})
 	return h.releaseErr
@@ -150,7 +151,7 @@ func (h *Held) lose(err error) {
 	lease := h.lease
 	h.mu.Unlock()
 	h.stop(err)
-	h.o.Observer.emit(Event{Op: OpLost, Key: lease.Key, Fence: lease.Fence, Err: err})
+	h.o.Observer.emit(h.parent, Event{Op: OpLost, Key: lease.Key, Fence: lease.Fence, Err: err})
 }
 
 func (h *Held) run() {
@@ -185,7 +186,7 @@ func (h *Held) run() {
 		rctx, cancel := context.WithDeadline(h.ctx, lease.Expires)
 		next, err := h.l.Renew(rctx, lease, h.o.TTL)
 		cancel()
-		h.o.Observer.emit(Event{Op: OpRenew, Key: lease.Key, Fence: lease.Fence, Took: time.Since(start), Err: err})
+		h.o.Observer.emit(h.parent, Event{Op: OpRenew, Key: lease.Key, Fence: lease.Fence, Took: time.Since(start), Err: err})
 		switch {
 		case err == nil:
 			lease = next

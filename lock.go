@@ -68,13 +68,38 @@ func Lock(ctx context.Context, l Locker, key string, ttl time.Duration, opts *Lo
 	if err != nil {
 		return Lease{}, err
 	}
+	lk := locking{o: o, l: l, key: key, ttl: ttl, start: time.Now()}
+	lease, err := lk.run(ctx)
+	o.Observer.emit(ctx, Event{Op: OpAcquire, Key: key, Fence: lease.Fence, Took: time.Since(lk.start), Attempt: lk.attempts, Err: err})
+	return lease, err
+}
+
+// locking is one call of Lock.
+type locking struct {
+	o        LockOptions
+	l        Locker
+	key      string
+	ttl      time.Duration
+	start    time.Time
+	attempts int
+}
+
+// try makes one attempt and reports it to the Observer.
+func (lk *locking) try(ctx context.Context) (Lease, error) {
+	lk.attempts++
+	t0 := time.Now()
+	lease, err := lk.l.TryLock(ctx, lk.key, lk.ttl)
+	lk.o.Observer.emit(ctx, Event{Op: OpAttempt, Key: lk.key, Fence: lease.Fence, Took: time.Since(t0), Attempt: lk.attempts, Err: err})
+	return lease, err
+}
+
+func (lk *locking) run(ctx context.Context) (Lease, error) {
+	o, l, key := lk.o, lk.l, lk.key
 	w, _ := l.(Waiter)
 	in, _ := l.(Inspector)
-	start := time.Now()
 	for n := 0; ; {
-		lease, err := l.TryLock(ctx, key, ttl)
+		lease, err := lk.try(ctx)
 		if err == nil {
-			o.Observer.emit(Event{Op: OpAcquire, Key: key, Fence: lease.Fence, Took: time.Since(start)})
 			return lease, nil
 		}
 		if errors.Is(err, ErrInvalid) {
@@ -85,8 +110,10 @@ func Lock(ctx context.Context, l Locker, key string, ttl time.Duration, opts *Lo
 		}
 		if w != nil && errors.Is(err, ErrLocked) {
 			wctx, cancel := context.WithTimeout(ctx, o.MaxWait)
+			t0 := time.Now()
 			werr := w.Wait(wctx, key)
 			cancel()
+			o.Observer.emit(ctx, Event{Op: OpWait, Key: key, Took: time.Since(t0), Err: werr})
 			switch {
 			case ctx.Err() != nil:
 				return Lease{}, giveUp(err, ctx)
@@ -109,9 +136,11 @@ func Lock(ctx context.Context, l Locker, key string, ttl time.Duration, opts *Lo
 				continue // freed meanwhile
 			}
 		}
+		t0 := time.Now()
 		t := time.NewTimer(pause)
 		select {
 		case <-t.C:
+			o.Observer.emit(ctx, Event{Op: OpWait, Key: key, Took: time.Since(t0)})
 		case <-ctx.Done():
 			t.Stop()
 			return Lease{}, giveUp(err, ctx)

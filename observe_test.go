@@ -23,7 +23,7 @@ type events struct {
 }
 
 func (e *events) observer() distlock.Observer {
-	return distlock.Observer{OnEvent: func(ev distlock.Event) {
+	return distlock.Observer{OnEvent: func(_ context.Context, ev distlock.Event) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		e.all = append(e.all, ev)
@@ -57,7 +57,7 @@ func TestObserverSeesDo(t *testing.T) {
 			return nil
 		})
 		require.NoError(t, err)
-		want := []distlock.Op{distlock.OpAcquire, distlock.OpRenew, distlock.OpRenew, distlock.OpRelease}
+		want := []distlock.Op{distlock.OpAttempt, distlock.OpAcquire, distlock.OpRenew, distlock.OpRenew, distlock.OpRelease}
 		require.Equal(t, want, seen.ops())
 		for _, ev := range seen.get() {
 			require.Equal(t, "job", ev.Key, ev.Op)
@@ -86,9 +86,17 @@ func TestObserverSeesTheWait(t *testing.T) {
 		require.NoError(t, l.Unlock(t.Context(), held))
 		require.NoError(t, <-done)
 		evs := seen.get()
-		require.NotEmpty(t, evs)
-		require.Equal(t, distlock.OpAcquire, evs[0].Op)
-		require.Equal(t, 200*time.Millisecond, evs[0].Took)
+		// Lock's attempts and waits, then the acquisition: contention, one Wait that
+		// the Unlock ended, the attempt that won.
+		require.GreaterOrEqual(t, len(evs), 4)
+		require.Equal(t, []distlock.Op{distlock.OpAttempt, distlock.OpWait, distlock.OpAttempt, distlock.OpAcquire}, opsOf(evs[:4]))
+		require.ErrorIs(t, evs[0].Err, distlock.ErrLocked)
+		require.Equal(t, 1, evs[0].Attempt)
+		require.Equal(t, 200*time.Millisecond, evs[1].Took)
+		require.NoError(t, evs[2].Err)
+		require.Equal(t, 2, evs[3].Attempt)
+		require.NotZero(t, evs[3].Fence)
+		require.Equal(t, 200*time.Millisecond, evs[3].Took)
 	})
 }
 
@@ -129,7 +137,57 @@ func TestObserverLogsSuccessAtDebug(t *testing.T) {
 	err := distlock.Do(t.Context(), memlock.New(), "job", &distlock.DoOptions{Observer: obs}, func(context.Context) error { return nil })
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
-	require.Len(t, lines, 2)
-	require.Contains(t, lines[0], `level=DEBUG msg="distlock acquire" key=job fence=1`)
-	require.Contains(t, lines[1], `level=DEBUG msg="distlock release" key=job fence=1`)
+	require.Len(t, lines, 3)
+	require.Contains(t, lines[0], `level=DEBUG msg="distlock attempt" key=job`)
+	require.Contains(t, lines[1], `level=DEBUG msg="distlock acquire" key=job`)
+	require.Contains(t, lines[1], `fence=1 attempt=1`)
+	require.Contains(t, lines[2], `level=DEBUG msg="distlock release" key=job`)
+}
+
+func opsOf(evs []distlock.Event) []distlock.Op {
+	var ops []distlock.Op
+	for _, ev := range evs {
+		ops = append(ops, ev.Op)
+	}
+	return ops
+}
+
+// Contention is Debug, a failed attempt Warn; Lock's giving up is an OpAcquire with
+// the error; events carry the caller's context.
+func TestObserverSeesContentionAndFailures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := memlock.New()
+		_, err := l.TryLock(t.Context(), "job", time.Hour)
+		require.NoError(t, err)
+		type ctxKey struct{}
+		ctx, cancel := context.WithTimeout(context.WithValue(t.Context(), ctxKey{}, "caller"), 50*time.Millisecond)
+		defer cancel()
+		var seen events
+		var ctxs []any
+		obs := distlock.Observer{OnEvent: func(ctx context.Context, ev distlock.Event) {
+			ctxs = append(ctxs, ctx.Value(ctxKey{}))
+			seen.observer().OnEvent(ctx, ev)
+		}}
+		_, err = distlock.Lock(ctx, l, "job", time.Second, &distlock.LockOptions{Observer: obs})
+		require.ErrorIs(t, err, distlock.ErrLocked)
+		evs := seen.get()
+		last := evs[len(evs)-1]
+		require.Equal(t, distlock.OpAcquire, last.Op)
+		require.ErrorIs(t, last.Err, distlock.ErrLocked)
+		require.ErrorIs(t, last.Err, context.DeadlineExceeded)
+		require.Equal(t, 50*time.Millisecond, last.Took)
+		require.Equal(t, distlock.OpAttempt, evs[0].Op)
+		for _, c := range ctxs {
+			require.Equal(t, "caller", c, "events carry the caller's context")
+		}
+
+		var log bytes.Buffer
+		logged := distlock.Observer{Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+		f := &spy{Locker: memlock.New()}
+		f.failTry.Store(1)
+		_, err = distlock.Lock(t.Context(), f, "other", time.Second, &distlock.LockOptions{Observer: logged})
+		require.NoError(t, err)
+		require.Contains(t, log.String(), `level=WARN msg="distlock attempt" key=other`)
+		require.Contains(t, log.String(), `level=DEBUG msg="distlock acquire" key=other`)
+	})
 }

@@ -50,12 +50,32 @@ const MaxKeyInMessage = 64
 // safe), cut to MaxKeyInMessage bytes at a character boundary, and followed by its
 // length when it was cut.
 func QuoteKey(key string) string {
-	if len(key) <= MaxKeyInMessage {
+	head, cut := cutKey(key)
+	if !cut {
 		return strconv.Quote(key)
+	}
+	return strconv.Quote(head) + "...(" + strconv.Itoa(len(key)) + " bytes)"
+}
+
+// cutKey returns key's first MaxKeyInMessage bytes, cut at a character boundary, and
+// whether that dropped anything.
+func cutKey(key string) (string, bool) {
+	if len(key) <= MaxKeyInMessage {
+		return key, false
 	}
 	cut := MaxKeyInMessage
 	for cut > 0 && !utf8.RuneStart(key[cut]) {
 		cut--
 	}
-	return strconv.Quote(key[:cut]) + "...(" + strconv.Itoa(len(key)) + " bytes)"
+	return key[:cut], true
+}
+
+// logKey is key for a log attribute: unquoted (the handler quotes), and cut like
+// QuoteKey's.
+func logKey(key string) string {
+	head, cut := cutKey(key)
+	if !cut {
+		return key
+	}
+	return head + "...(" + strconv.Itoa(len(key)) + " bytes)"
 }
