@@ -92,6 +92,7 @@ func Hold(ctx context.Context, l Locker, lease Lease, opts *HoldOptions) *Held {
 		return h
 	}
 	h.o = o
+	o.Observer.emit(h.parent, Event{Op: OpHold, Key: lease.Key, Fence: lease.Fence})
 	go h.run()
 	return h
 }

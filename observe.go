@@ -23,6 +23,8 @@ const (
 	// acquired, else the error it returned. Took is the time since it started and
 	// Attempt the number of attempts it made.
 	OpAcquire Op = "acquire"
+	// OpHold is Hold starting to keep a lease alive; OpLost or OpRelease ends it.
+	OpHold Op = "hold"
 	// OpRenew is one renewal by Hold; Err is set when it failed.
 	OpRenew Op = "renew"
 	// OpLost is Hold giving a lease up as lost; Err says why (it wraps ErrNotHeld).

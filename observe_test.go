@@ -57,7 +57,7 @@ func TestObserverSeesDo(t *testing.T) {
 			return nil
 		})
 		require.NoError(t, err)
-		want := []distlock.Op{distlock.OpAttempt, distlock.OpAcquire, distlock.OpRenew, distlock.OpRenew, distlock.OpRelease}
+		want := []distlock.Op{distlock.OpAttempt, distlock.OpAcquire, distlock.OpHold, distlock.OpRenew, distlock.OpRenew, distlock.OpRelease}
 		require.Equal(t, want, seen.ops())
 		for _, ev := range seen.get() {
 			require.Equal(t, "job", ev.Key, ev.Op)
@@ -115,18 +115,20 @@ func TestObserverSeesFailedRenewalsAndTheLoss(t *testing.T) {
 		require.ErrorIs(t, h.Release(t.Context()), distlock.ErrNotHeld)
 
 		evs := seen.get()
-		require.GreaterOrEqual(t, len(evs), 2)
+		require.GreaterOrEqual(t, len(evs), 3)
+		require.Equal(t, distlock.OpHold, evs[0].Op)
 		last := evs[len(evs)-1]
 		require.Equal(t, distlock.OpLost, last.Op)
 		require.ErrorIs(t, last.Err, distlock.ErrNotHeld)
-		for _, ev := range evs[:len(evs)-1] {
+		for _, ev := range evs[1 : len(evs)-1] {
 			require.Equal(t, distlock.OpRenew, ev.Op)
 			require.ErrorIs(t, ev.Err, errTransport)
 		}
 		// The Logger: Warn for a failed renewal, Error for the loss.
 		lines := strings.Split(strings.TrimSpace(log.String()), "\n")
 		require.Len(t, lines, len(evs))
-		require.Contains(t, lines[0], `level=WARN msg="distlock renew" key=job`)
+		require.Contains(t, lines[0], `level=DEBUG msg="distlock hold" key=job`)
+		require.Contains(t, lines[1], `level=WARN msg="distlock renew" key=job`)
 		require.Contains(t, lines[len(lines)-1], `level=ERROR msg="distlock lost" key=job`)
 	})
 }
@@ -137,11 +139,12 @@ func TestObserverLogsSuccessAtDebug(t *testing.T) {
 	err := distlock.Do(t.Context(), memlock.New(), "job", &distlock.DoOptions{Observer: obs}, func(context.Context) error { return nil })
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
-	require.Len(t, lines, 3)
+	require.Len(t, lines, 4)
 	require.Contains(t, lines[0], `level=DEBUG msg="distlock attempt" key=job`)
 	require.Contains(t, lines[1], `level=DEBUG msg="distlock acquire" key=job`)
 	require.Contains(t, lines[1], `fence=1 attempt=1`)
-	require.Contains(t, lines[2], `level=DEBUG msg="distlock release" key=job`)
+	require.Contains(t, lines[2], `level=DEBUG msg="distlock hold" key=job`)
+	require.Contains(t, lines[3], `level=DEBUG msg="distlock release" key=job`)
 }
 
 func opsOf(evs []distlock.Event) []distlock.Op {
