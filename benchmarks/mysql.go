@@ -33,7 +33,7 @@ func newMySQLDB(dsn string, route Route) (*sql.DB, error) {
 func MySQLSubjects(dsn string, cfg Config) []Subject {
 	return []Subject{
 		{
-			Name: "sqllock (mariadb)", Protocol: "mysql", Role: Ours,
+			Name: "sqllock/mysql", Protocol: "mysql", Role: Ours,
 			Wakeup: "poll (distlock.Lock backoff 10ms-1s, jittered)", Workloads: all,
 			Bound: cfg.TTL, BoundKind: "ttl", Networked: true,
 			New: func(ctx context.Context, route Route) (Client, error) {
@@ -48,6 +48,7 @@ func MySQLSubjects(dsn string, cfg Config) []Subject {
 				}
 				return &lockerClient{l: l, ttl: cfg.TTL, close: closeBoth(l.Close, db.Close)}, nil
 			},
+			Note: "the sqllock/mysql dialect on a MariaDB server",
 		},
 		{
 			Name: "mariadb GET_LOCK floor", Baseline: true, Protocol: "mysql", Role: Floor,

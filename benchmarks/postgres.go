@@ -48,7 +48,7 @@ func newPGPool(ctx context.Context, url string, route Route) (*pgxpool.Pool, err
 func PostgresSubjects(url string, cfg Config) []Subject {
 	return []Subject{
 		{
-			Name: "sqllock (postgres)", Protocol: "postgres", Role: Ours,
+			Name: "sqllock/postgres", Protocol: "postgres", Role: Ours,
 			Wakeup: "LISTEN/NOTIFY (Waiter)", Waiter: true, Workloads: all,
 			Bound: cfg.TTL, BoundKind: "ttl", Networked: true,
 			New: func(ctx context.Context, route Route) (Client, error) {

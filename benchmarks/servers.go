@@ -59,21 +59,46 @@ func StartServers(env *testenv.Env) (*Servers, error) {
 	return s, errors.Join(errs...)
 }
 
-// Subjects returns every row of the matrix, backend by backend.
+// Subjects returns every row of the matrix, backend by backend, on s.
 func (s *Servers) Subjects(cfg Config) []Subject {
+	a := Addrs{
+		Redis:      s.Redis.Addr(),
+		Etcd:       s.Etcd.Addr(),
+		ZooKeeper:  s.ZooKeeper.Addr(),
+		Postgres:   s.Postgres.URL,
+		MariaDB:    s.MariaDB.DSN,
+		SQLitePath: s.SQLitePath,
+	}
+	for _, n := range s.RedisNodes {
+		a.RedisNodes = append(a.RedisNodes, n.Addr())
+	}
+	return Catalog(cfg, a)
+}
+
+// Addrs are where the servers of a matrix run listen.
+type Addrs struct {
+	Redis      string   // host:port
+	RedisNodes []string // the independent masters, host:port
+	Etcd       string   // host:port
+	ZooKeeper  string   // host:port
+	Postgres   string   // URL
+	MariaDB    string   // go-sql-driver/mysql DSN
+	SQLitePath string   // a database file
+}
+
+// Catalog returns every row of the matrix, backend by backend, for servers at a.
+// Building it dials nothing (only a Subject's New does), so the zero Addrs gives
+// the rows' names and descriptions.
+func Catalog(cfg Config, a Addrs) []Subject {
 	var out []Subject
 	out = append(out, MemlockSubjects(cfg)...)
-	out = append(out, RedisSubjects(s.Redis.Addr(), cfg)...)
-	addrs := make([]string, len(s.RedisNodes))
-	for i, n := range s.RedisNodes {
-		addrs[i] = n.Addr()
-	}
-	out = append(out, RedLockSubjects(addrs, cfg)...)
-	out = append(out, EtcdSubjects(s.Etcd.Addr(), cfg)...)
-	out = append(out, ZooKeeperSubjects(s.ZooKeeper.Addr(), cfg)...)
-	out = append(out, PostgresSubjects(s.Postgres.URL, cfg)...)
-	out = append(out, MySQLSubjects(s.MariaDB.DSN, cfg)...)
-	out = append(out, SQLiteSubjects(s.SQLitePath, cfg)...)
+	out = append(out, RedisSubjects(a.Redis, cfg)...)
+	out = append(out, RedLockSubjects(a.RedisNodes, cfg)...)
+	out = append(out, EtcdSubjects(a.Etcd, cfg)...)
+	out = append(out, ZooKeeperSubjects(a.ZooKeeper, cfg)...)
+	out = append(out, PostgresSubjects(a.Postgres, cfg)...)
+	out = append(out, MySQLSubjects(a.MariaDB, cfg)...)
+	out = append(out, SQLiteSubjects(a.SQLitePath, cfg)...)
 	return out
 }
 

@@ -14,7 +14,7 @@ import (
 // unlocking.
 func SQLiteSubjects(path string, cfg Config) []Subject {
 	return []Subject{{
-		Name: "sqllock (sqlite)", Protocol: "sqlite", Role: Ours,
+		Name: "sqllock/sqlite", Protocol: "sqlite", Role: Ours,
 		Wakeup: "poll (distlock.Lock backoff 10ms-1s, jittered)", Workloads: all,
 		Bound: cfg.TTL, BoundKind: "ttl",
 		New: func(ctx context.Context, _ Route) (Client, error) {
