@@ -27,7 +27,25 @@
 // protocol's raw floor: the fewest round trips issued by hand), and a constructor of
 // Clients. Each backend's adapters are one small file (redis.go, etcd.go, ...).
 //
+// # Output
+//
 // `make matrix` (go test -tags matrix -run TestMatrix) starts the servers with
-// internal/testenv and runs the whole matrix; the package's plain tests (go test
-// ./...) run every workload tiny against memlock only, as a smoke test.
+// internal/testenv, runs the whole matrix and writes:
+//
+//   - results/matrix.csv: every cell, with all its digits, after comment lines
+//     that describe the run (date, the commit measured and whether its tree had
+//     uncommitted changes, machine, load, versions, settings) and a line that
+//     holds the same as JSON, from which ReadCSV rebuilds the Report.
+//   - results/matrix.md: everything: the header in full, the goals, the compact
+//     tables, a table per workload with every row, the facts and the notes.
+//   - the README's section between the markers: the compact report (the run's
+//     facts in a few lines, the goals, one short table per workload with each
+//     of our backends next to the best peer of its protocol and the floor or
+//     the bound, with the ratios) and the facts (AllFacts): what else users
+//     compare and what each lock is safe under.
+//
+// `make render` (go run ./cmd/render) rebuilds matrix.md and the README section
+// from results/matrix.csv without measuring. The package's plain tests (go test
+// ./...) run every workload tiny against memlock only, as a smoke test, and
+// check the report's files.
 package benchmarks

@@ -3,6 +3,7 @@ package benchmarks
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
 
@@ -10,16 +11,17 @@ import (
 )
 
 // Run runs every workload of every subject, one cell at a time, and returns the
-// report. versions are the servers' (see Servers.Versions); logf, if not nil, gets
-// a line per cell as it ends.
-func Run(ctx context.Context, subjects []Subject, cfg Config, versions []KV, logf func(format string, args ...any)) (*Report, error) {
+// report. commit is the source measured (see ReadCommit), versions are the
+// servers' (see Servers.Versions); logf, if not nil, gets a line per cell as it
+// ends.
+func Run(ctx context.Context, subjects []Subject, cfg Config, commit Commit, versions []KV, logf func(format string, args ...any)) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	rep := &Report{Started: time.Now(), Config: cfg, Machine: MachineInfo(), LoadBefore: LoadAvg()}
+	rep := &Report{Started: time.Now(), Config: cfg, Commit: commit, Machine: MachineInfo(), Cores: runtime.NumCPU(), LoadBefore: LoadAvg()}
 	rep.Versions = append(LibraryVersions(), versions...)
 	// Keys are new in every run: letters, digits and '-' only, so that every
 	// backend takes them as they are.

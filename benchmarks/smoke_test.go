@@ -48,13 +48,15 @@ func TestSmoke(t *testing.T) {
 }
 
 // TestReport runs the memlock matrix tiny and checks its files: the CSV parses with
-// a row per cell, and only the README's section between the markers changes.
+// a row per cell and records the commit, matrix.md has everything, and only the
+// README's section between the markers changes, to the compact report.
 func TestReport(t *testing.T) {
 	cfg := SmokeConfig()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	subjects := append(MemlockSubjects(cfg), Subject{Name: "absent", Protocol: "memory", Role: Ours, Workloads: all, Unavailable: "backend not available"})
-	rep, err := Run(ctx, subjects, cfg, []KV{{"server", "none"}}, t.Logf)
+	commit := Commit{Hash: "0123456789abcdef0123456789abcdef01234567", Changed: []string{"redislock/renew.go"}}
+	rep, err := Run(ctx, subjects, cfg, commit, []KV{{"server", "none"}}, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,8 +84,10 @@ func TestReport(t *testing.T) {
 	if want := 1 + 2*(len(cfg.W1Goroutines)+2); len(rows) != want {
 		t.Errorf("matrix.csv has %d rows, want %d:\n%s", len(rows), want, b)
 	}
-	if !bytes.Contains(b, []byte("# cores (nproc): ")) || !bytes.Contains(b, []byte("# Go: go")) {
-		t.Errorf("matrix.csv lacks the machine and version header:\n%s", b)
+	for _, want := range []string{"# cores (nproc): ", "# Go: go", "# commit: " + commit.Hash + " with uncommitted changes"} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("matrix.csv lacks %q in its header:\n%s", want, b)
+		}
 	}
 
 	got, err := os.ReadFile(readme)
@@ -94,9 +98,30 @@ func TestReport(t *testing.T) {
 	if !strings.HasPrefix(s, before) || !strings.HasSuffix(s, after) || strings.Contains(s, "old\n") {
 		t.Errorf("README outside the markers changed, or the section was not replaced:\n%s", s)
 	}
-	for _, want := range []string{"| memlock | ours |", "not measured (backend not available)", "### Goals", "### What else users compare"} {
+	// The README has the compact report: the run's facts, goals, one short
+	// table per workload with our rows only, and the facts; links to results/.
+	for _, want := range []string{
+		"- **run**: ", "commit 0123456789ab with uncommitted changes (**dirty tree**: 1 file: redislock/renew.go)",
+		"- **machine**: ", "- **load**: ",
+		"### Goals", "### W1 uncontended", "### W2 contended handoff", "### W3 failover",
+		"| memlock | ", "| absent | not measured (backend not available) |",
+		"### What else users compare", "**Safe while**", "(results/matrix.md)", "(results/matrix.csv)",
+	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("README section lacks %q:\n%s", want, s)
+		}
+	}
+	// The long tables and the notes are in matrix.md only.
+	md, err := os.ReadFile(filepath.Join(dir, "results", "matrix.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, long := range []string{"| subject | role |", "| memlock | ours |", "## Notes on the rows", "- **commit**: " + commit.Hash, "- **settings**: "} {
+		if strings.Contains(s, long) {
+			t.Errorf("README section has %q, which belongs in matrix.md only", long)
+		}
+		if !strings.Contains(string(md), long) {
+			t.Errorf("matrix.md lacks %q:\n%s", long, md)
 		}
 	}
 }

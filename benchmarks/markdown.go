@@ -1,0 +1,164 @@
+package benchmarks
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Compact renders the README's section: the run's facts in a few lines, the
+// goals, one short table per workload and what else users compare. link is the
+// path from the README to the results directory ("benchmarks/results").
+func (rep *Report) Compact(link string) string {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	p("Measured by `make matrix` (the `benchmarks` module) in one run, every row against servers on the same machine. ")
+	p("The full tables (every peer and floor, latency percentiles), the servers' versions and settings, and notes on the rows: [matrix.md](%s/matrix.md); every number: [matrix.csv](%s/matrix.csv).\n\n", link, link)
+	p("- **run**: %s, %s; commit %s\n", rep.Started.UTC().Format("2006-01-02 15:04 MST"), rep.Took.Round(time.Second), rep.Commit.Describe(12))
+	var machine []string
+	for _, kv := range rep.Machine {
+		if kv.Key == "cores (nproc)" {
+			machine = append(machine, kv.Value+" cores")
+			continue
+		}
+		machine = append(machine, kv.Value)
+	}
+	p("- **machine**: %s\n", strings.Join(machine, ", "))
+	p("- **load**: %s\n", rep.loadText(false))
+	p("- **ttl** (and session timeout): %v\n\n", rep.Config.TTL)
+	rep.goals(&b, "###")
+	rep.compactTables(&b, "###")
+	factsTables(&b, "###", rep)
+	return b.String()
+}
+
+// Full renders matrix.md: everything measured, with the header in full, the
+// goals, the compact tables, the full tables, the facts and the notes.
+func (rep *Report) Full() string {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	p("# distlock backend matrix\n\n")
+	p("Measured by `make matrix` (the `benchmarks` module): one run, every row against servers on the same machine. ")
+	p("Every number is also in [matrix.csv](matrix.csv); `make -C benchmarks render` rebuilds this file and the README's section from it.\n\n")
+	for _, kv := range rep.header() {
+		p("- **%s**: %s\n", kv.Key, kv.Value)
+	}
+	p("\n")
+	rep.goals(&b, "##")
+	p("## Summary: ours next to the best peer and the floor\n\n")
+	rep.compactTables(&b, "###")
+	p("## All rows\n\n")
+	rep.fullTables(&b, "###")
+	factsTables(&b, "##", rep)
+	var notes []string
+	for _, s := range rep.subjects("") {
+		if s.note != "" {
+			notes = append(notes, fmt.Sprintf("- **%s**: %s", s.Subject, s.note))
+		}
+	}
+	if len(notes) > 0 {
+		p("## Notes on the rows\n\n%s\n", strings.Join(notes, "\n"))
+	}
+	return b.String()
+}
+
+// fullTables writes a table per workload with every row: ours, peers and floors.
+func (rep *Report) fullTables(b *strings.Builder, h string) {
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+
+	p("%s W1 uncontended: TryLock+Unlock on distinct keys, one shared client\n\n", h)
+	p("Latency is one TryLock+Unlock pair. *x floor* is ops/s over the protocol's floor (the fewest round trips by hand) in the same run.\n\n")
+	p("| subject | role |")
+	for _, g := range rep.Config.W1Goroutines {
+		p(" %d gor. ops/s | p50 | p99 | x floor |", g)
+	}
+	p("\n|---|---|")
+	for range rep.Config.W1Goroutines {
+		p("--:|--:|--:|--:|")
+	}
+	p("\n")
+	for _, s := range rep.subjects(W1) {
+		p("| %s | %s |", s.Subject, s.Role)
+		for _, g := range rep.Config.W1Goroutines {
+			r, _ := rep.find(s.Subject, W1, g)
+			if st := status(r); st != "" {
+				p(" %s | | | |", st)
+				continue
+			}
+			x := "-"
+			if _, ratio, ok := rep.baseline(r); ok {
+				x = fmt.Sprintf("%.2f", ratio)
+			}
+			p(" %s | %s | %s | %s |", rate(r.Rate), dur(r.P50), dur(r.P99), x)
+		}
+		p("\n")
+	}
+	p("\n")
+
+	p("%s W2 contended handoff: %d waiters on one key, each holds it %v\n\n", h, rep.Config.W2Waiters, rep.Config.W2Hold)
+	p("The gap runs from the moment a holder calls Unlock to the moment the next holder's acquire returns, on one monotonic clock. *x best peer* is acquisitions/s over the best peer of the protocol.\n\n")
+	p("| subject | role | wakeup | acquisitions/s | gap p50 | gap p99 | gaps | x best peer |\n|---|---|---|--:|--:|--:|--:|--:|\n")
+	for _, s := range rep.subjects(W2) {
+		r, _ := rep.find(s.Subject, W2, 0)
+		if st := status(r); st != "" {
+			p("| %s | %s | %s | %s | | | | |\n", r.Subject, r.Role, s.wakeup, st)
+			continue
+		}
+		x := "-"
+		if _, ratio, ok := rep.baseline(r); ok {
+			x = fmt.Sprintf("%.2f", ratio)
+		}
+		p("| %s | %s | %s | %s%s | %s | %s | %d | %s |\n", r.Subject, r.Role, s.wakeup, rate(r.Rate), violations(r), dur(r.P50), dur(r.P99), r.Gaps, x)
+	}
+	p("\n")
+
+	p("%s W3 failover: the holder is killed without Unlock\n\n", h)
+	p("The holder's connections go through a faultproxy that resets them and refuses new ones, as when its process dies (memlock and SQLite: the holder's client is closed, or abandoned). A waiter on its own client is already blocked on the key; the time runs from the kill to the waiter's acquisition. The goal is at most the bound + %.0f%%.\n\n", failoverSlack*100)
+	p("| subject | role | failover median | max | bound | max / bound |\n|---|---|--:|--:|---|--:|\n")
+	for _, s := range rep.subjects(W3) {
+		r, _ := rep.find(s.Subject, W3, 0)
+		if st := status(r); st != "" {
+			p("| %s | %s | %s | | | |\n", r.Subject, r.Role, st)
+			continue
+		}
+		p("| %s | %s | %s | %s | %s | %s |\n", r.Subject, r.Role, dur(r.P50), dur(r.Max), bound(r), boundRatio(r))
+	}
+	p("\n")
+}
+
+// factsTables writes what else users compare, from AllFacts, with W3's median
+// failover of rep (nil: none), and what each row is safe under.
+func factsTables(b *strings.Builder, h string, rep *Report) {
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	p("%s What else users compare\n\n", h)
+	p("From each package's documentation (for the peers: theirs, and their code); *measured* is W3's median failover in this run.\n\n")
+	p("| backend | consistency | fencing | auto-release on crash | measured | wakeup | expiry | needs |\n|---|---|---|---|--:|---|---|---|\n")
+	for _, f := range AllFacts {
+		m := "-"
+		if rep != nil {
+			if r, ok := rep.find(f.Subject, W3, 0); ok {
+				if st := status(r); st != "" {
+					m = st
+				} else {
+					m = dur(r.P50)
+				}
+			}
+		}
+		p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", f.Subject, f.Consistency, f.Fence, f.AutoRelease, m, f.Wakeup, f.Expiry, f.Needs)
+	}
+	p("\n")
+	p("**Safe while**: what each lock assumes of its servers and clocks, topic by topic (for our backends, the \"Safety assumptions\" of the package's documentation). Each cell is the setting or condition to keep, and what breaks otherwise; - means the topic does not apply.\n\n")
+	p("| backend | eviction | persistence and restarts | failover and replication | clocks | ttl and timeouts | other |\n|---|---|---|---|---|---|---|\n")
+	for _, f := range AllFacts {
+		s := f.Safe
+		p("| %s | %s | %s | %s | %s | %s | %s |\n", f.Subject, orDash(s.Eviction), orDash(s.Persistence), orDash(s.Failover), orDash(s.Clocks), orDash(s.Timeouts), orDash(s.Other))
+	}
+	p("\n")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
