@@ -37,6 +37,9 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	n := l.names(lease.Key)
 	ms := redisx.Millis(ttl)
 	renewed, err := redisx.Call(ctx, l.group, func() (bool, error) {
+		if !redisx.Ours(lease.Token) {
+			return false, nil
+		}
 		return l.node.Renew(ctx, n.Lock, lease.Token, ms)
 	}, nil)
 	if err != nil {

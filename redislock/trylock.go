@@ -46,7 +46,7 @@ func (l *Locker) removeHalfMade(ctx context.Context, n redisx.Names, token strin
 	l.group.Go(func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.CleanupTimeout)
 		defer cancel()
-		_, _ = l.node.Release(cctx, n, token)
+		_, _ = l.node.Release(cctx, n, token) // a token of ours: no '|' in it
 	})
 }
 

@@ -89,7 +89,9 @@ func fanout[T any](ctx context.Context, l *Locker, idx []int, timeout time.Durat
 	for _, i := range idx {
 		res[i].ran = true
 		res[i].suspect = l.suspect[i].Load()
-		l.group.Go(func() {
+		l.group.Started()
+		go func() {
+			defer l.group.Finished()
 			v, err := f(cctx, i)
 			finished()
 			if ctx.Err() == nil {
@@ -102,7 +104,7 @@ func fanout[T any](ctx context.Context, l *Locker, idx []int, timeout time.Durat
 			if late != nil {
 				late(i, v, err)
 			}
-		})
+		}()
 	}
 	begin := time.Now()
 	timer := time.NewTimer(time.Until(deadline))

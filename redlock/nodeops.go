@@ -63,11 +63,13 @@ func (l *Locker) raiseOn(ctx context.Context, i int, n redisx.Names, token strin
 	return v == 1, err
 }
 
+// releaseOn releases token's lock on node i; token is one of ours (redisx.Ours).
 func (l *Locker) releaseOn(ctx context.Context, i int, n redisx.Names, token string) (bool, error) {
 	return l.nodes[i].Release(ctx, n, token)
 }
 
-// release removes token's lock from the nodes in idx with a fresh context that
+// release removes token's lock (token is one of ours) from the nodes in idx with a
+// fresh context that
 // outlives the caller's (context.WithoutCancel), bounded by Options.CleanupTimeout.
 // It waits for the nodes while ctx is alive, at most wait; the rest finish in the
 // background (Close waits for them).

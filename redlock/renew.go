@@ -50,7 +50,11 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	n := l.names(lease.Key)
 	ms := redisx.Millis(ttl)
 	expires := start.Add(ttl - l.Drift(ttl))
+	ours := redisx.Ours(lease.Token)
 	res := fanout(ctx, l, nil, l.NodeTimeout(ttl), func(ctx context.Context, i int) (bool, error) {
+		if !ours { // a token with '|' is none of ours: it owns nothing
+			return false, nil
+		}
 		return l.nodes[i].Renew(ctx, n.Lock, lease.Token, ms)
 	}, nil, l.decidedBool, true)
 	var extended []int

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/redisx"
 )
 
 // Unlock releases lease on every node where its token still owns the key (an atomic
@@ -41,7 +42,11 @@ func (l *Locker) unlock(ctx context.Context, lease distlock.Lease) error {
 		a.(*attempt).unlocked.Store(true)
 	}
 	n := l.names(lease.Key)
+	ours := redisx.Ours(lease.Token)
 	res := fanout(ctx, l, nil, l.opts.NodeTimeout, func(ctx context.Context, i int) (bool, error) {
+		if !ours { // a token with '|' is none of ours: it owns nothing
+			return false, nil
+		}
 		return l.releaseOn(ctx, i, n, lease.Token)
 	}, nil, l.decidedBool, true)
 	released, notHeld := 0, 0

@@ -49,6 +49,12 @@ func (g *Group) Go(f func()) {
 	}()
 }
 
+// Started and Finished bracket a goroutine that Wait waits for, for a caller that
+// starts it itself (Go allocates a second closure per goroutine). Started has Go's
+// rule: call it only during a call or from one of g's goroutines.
+func (g *Group) Started()  { g.wg.Add(1) }
+func (g *Group) Finished() { g.wg.Done() }
+
 // Closed reports whether Close was called.
 func (g *Group) Closed() bool {
 	g.mu.Lock()

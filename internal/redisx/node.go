@@ -30,24 +30,18 @@ func (n *Node) Run(ctx context.Context, s *redis.Script, keys []string, args ...
 }
 
 // Renew extends the lock when token still owns it, to ms milliseconds unless it has
-// more left (never shortening it), and reports whether token owns it.
+// more left (never shortening it), and reports whether token owns it. The caller
+// checks Ours(token) first.
 func (n *Node) Renew(ctx context.Context, lock, token string, ms int64) (bool, error) {
-	arg, ok := OwnerArg(token)
-	if !ok {
-		return false, nil
-	}
-	v, err := n.Run(ctx, renewScript, []string{lock}, arg, ms).Int64()
+	v, err := n.Run(ctx, renewScript, []string{lock}, token, ms).Int64()
 	return v == 1, err
 }
 
 // Release deletes the lock of k when token still owns it, publishes the release on
-// k's channel, and reports whether it deleted the lock.
+// k's channel, and reports whether it deleted the lock. The caller checks
+// Ours(token) first.
 func (n *Node) Release(ctx context.Context, k Names, token string) (bool, error) {
-	arg, ok := OwnerArg(token)
-	if !ok {
-		return false, nil
-	}
-	v, err := n.Run(ctx, unlockScript, []string{k.Lock}, arg, k.Channel).Int64()
+	v, err := n.Run(ctx, unlockScript, []string{k.Lock}, token, k.Channel).Int64()
 	return v == 1, err
 }
 

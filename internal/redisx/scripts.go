@@ -12,23 +12,18 @@ import (
 // Both backends store a lock as a string whose value starts with "<token>|": the
 // token comes from distlock.NewToken (base32: it never contains '|'), and what
 // follows is the backend's own (redislock: the owner label; redlock: the fence and
-// the owner label). The owner-checked scripts below compare that start, so only the
-// whole token matches; a Lease whose Token contains '|' is none of ours and owns
-// nothing (see OwnerArg).
+// the owner label). The owner-checked scripts below compare that start with the
+// token they are given followed by '|', so only the whole token matches; a Lease
+// whose Token contains '|' is none of ours and owns nothing (see Ours).
 //
 // The scripts have no shebang line, so they run on Redis 2.6 and later. Every key a
 // script touches is passed in KEYS and shares one hash tag (KeyNames), so on Redis
 // Cluster each script runs on the one node that owns the key's slot.
 
-// OwnerArg returns the argument that the owner-checked scripts compare the start of
-// a lock's value with, "<token>|", and false when token contains '|': such a token
-// is none of ours and owns nothing, so the caller must not send it.
-func OwnerArg(token string) (string, bool) {
-	if strings.Contains(token, "|") {
-		return "", false
-	}
-	return token + "|", true
-}
+// Ours reports whether token can be one of ours: a token that contains '|' owns
+// nothing, and the caller must not send it to the owner-checked scripts (it could
+// match the start of another token's value).
+func Ours(token string) bool { return !strings.Contains(token, "|") }
 
 // renewScript extends the lock when ARGV[1] still owns it, and never shortens it: it
 // sets the time to live to ARGV[2] only when the lock has less than that left, so the
@@ -36,11 +31,11 @@ func OwnerArg(token string) (string, bool) {
 // lost therefore leaves the old Lease's Expires a valid bound, whatever ttl it asked
 // for.
 //
-// KEYS[1] lock key; ARGV[1] "<token>|", ARGV[2] ttl in ms. Returns 1 when the token
-// owns the lock (now held for at least ARGV[2] ms), 0 when it does not.
+// KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl in ms. Returns 1 when the token owns
+// the lock (now held for at least ARGV[2] ms), 0 when it does not.
 var renewScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
-if v and string.sub(v, 1, #ARGV[1]) == ARGV[1] then
+if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '|' then
   if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
   end
@@ -52,11 +47,11 @@ return 0
 // unlockScript deletes the lock when ARGV[1] still owns it and announces the release
 // on the key's channel.
 //
-// KEYS[1] lock key; ARGV[1] "<token>|", ARGV[2] release channel. Returns 1 when it
-// deleted the lock, 0 when the token did not own it.
+// KEYS[1] lock key; ARGV[1] token, ARGV[2] release channel. Returns 1 when it deleted
+// the lock, 0 when the token did not own it.
 var unlockScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
-if v and string.sub(v, 1, #ARGV[1]) == ARGV[1] then
+if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '|' then
   redis.call('DEL', KEYS[1])
   redis.call('PUBLISH', ARGV[2], '')
   return 1
