@@ -3,6 +3,12 @@
 // refused), a blackhole (connections stay open but every byte is lost, as in a
 // partition), and added latency.
 //
+// It is what the conformance suite's per-client faults need, and it is public so that
+// the author of a backend outside this module can run the whole suite with faults
+// (see examples/ownbackend): give every conformance client its own Proxy, and
+// implement conformance.Client's Partition with Blackhole/Heal, Delay with Delay, and
+// a crash by closing the client's connections.
+//
 // A test starts the server, creates a Proxy in front of it with New, points the client
 // at Proxy.Addr, and then calls Cut, Blackhole, Delay and Heal to change what the
 // client sees. Changes take effect within milliseconds on new and existing connections,
@@ -32,4 +38,9 @@
 //   - Delay(d): every chunk read at time T is written at T+d (latency, not a throughput
 //     limit), in order. Changing the delay applies to chunks already waiting too, so
 //     Delay(0) or Heal releases them at once.
+//
+// Two finer tools: CutWhere cuts only the connections of matching clients (for a proxy
+// that several processes share, such as a cluster member's peer port), and HoldProxy
+// holds what one connection's client sends, in order and past its close, until
+// Release: a request that reaches the server after its caller gave up.
 package faultproxy

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/faultproxy"
 )
 
 // ExampleProxy puts a Proxy between a client and a server (here a tiny echo server) and

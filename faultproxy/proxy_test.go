@@ -15,7 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/faultproxy"
 )
 
 func TestMain(m *testing.M) {

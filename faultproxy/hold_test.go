@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/faultproxy"
 )
 
 // recorder is a loopback echo server that keeps, per connection in accept order,
