@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/faultproxy"
 )
 
 // ErrBusy is what a Client's TryLock returns (wrapped) when another owner holds the

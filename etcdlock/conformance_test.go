@@ -8,7 +8,7 @@ import (
 
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/etcdlock"
-	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/faultproxy"
 	"github.com/distlock/distlock/internal/testenv"
 	"github.com/stretchr/testify/require"
 )

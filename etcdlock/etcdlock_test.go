@@ -14,7 +14,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/etcdlock"
-	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/faultproxy"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )

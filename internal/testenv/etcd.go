@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/faultproxy"
 )
 
 // Environment variables of the etcd methods.

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/faultproxy"
 )
 
 // EtcdProxiedCluster is EtcdCluster, except that each member's peer (raft) traffic

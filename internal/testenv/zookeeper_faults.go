@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/faultproxy"
 )
 
 // Faults inside a ZooKeeper ensemble: a node cut off from its peers while its

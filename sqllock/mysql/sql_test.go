@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/faultproxy"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/distlock/distlock/sqllock/internal/sqltest"
 	gomysql "github.com/go-sql-driver/mysql"

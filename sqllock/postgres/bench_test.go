@@ -3,7 +3,7 @@ package postgres
 import (
 	"testing"
 
-	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/faultproxy"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/distlock/distlock/sqllock/internal/sqltest"
 	"github.com/stretchr/testify/require"

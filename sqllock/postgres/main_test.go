@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/conformance"
-	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/faultproxy"
 	"github.com/distlock/distlock/internal/testenv"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/distlock/distlock/sqllock/internal/sqltest"

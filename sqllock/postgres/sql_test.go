@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/faultproxy"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/distlock/distlock/sqllock/internal/sqltest"
 	"github.com/stretchr/testify/require"

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/faultproxy"
 )
 
 // BenchTryLockUnlock measures an uncontended TryLock followed by Unlock of one key.
