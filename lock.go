@@ -59,10 +59,10 @@ func (o LockOptions) backoff(n int) time.Duration {
 // never busy-loops.
 //
 // Errors other than ErrLocked (a server that is down, say) are retried the same way
-// until ctx ends, except ErrInvalid, which is returned at once. When ctx ends first,
-// Lock returns errors.Join(err, ctx.Err()) where err is the last attempt's error: so
-// errors.Is(err, ErrLocked) tells contention from an unreachable backend, and
-// errors.Is(err, context.DeadlineExceeded) tells that the caller gave up.
+// until ctx ends, except ErrInvalid and ErrClosed, which are returned at once. When
+// ctx ends first, Lock returns errors.Join(err, ctx.Err()) where err is the last
+// attempt's error: so errors.Is(err, ErrLocked) tells contention from an unreachable
+// backend, and errors.Is(err, context.DeadlineExceeded) tells that the caller gave up.
 func Lock(ctx context.Context, l Locker, key string, ttl time.Duration, opts *LockOptions) (Lease, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -102,7 +102,7 @@ func (lk *locking) run(ctx context.Context) (Lease, error) {
 		if err == nil {
 			return lease, nil
 		}
-		if errors.Is(err, ErrInvalid) {
+		if errors.Is(err, ErrInvalid) || errors.Is(err, ErrClosed) {
 			return Lease{}, err
 		}
 		if ctx.Err() != nil {
@@ -121,7 +121,7 @@ func (lk *locking) run(ctx context.Context) (Lease, error) {
 				// Freed, or MaxWait passed: try again at once.
 				n = 0
 				continue
-			case errors.Is(werr, ErrInvalid):
+			case errors.Is(werr, ErrInvalid), errors.Is(werr, ErrClosed):
 				return Lease{}, werr
 			}
 			// Wait itself failed: fall back to backoff.

@@ -208,3 +208,15 @@ func TestLockPollsAtTheHoldersExpiry(t *testing.T) {
 		require.NoError(t, l.Unlock(t.Context(), lease))
 	})
 }
+
+// A closed Locker ends Lock at once: retrying cannot help.
+func TestLockReturnsErrClosedAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := memlock.New()
+		require.NoError(t, l.Close())
+		start := time.Now()
+		_, err := distlock.Lock(t.Context(), l, "job", time.Second, nil)
+		require.ErrorIs(t, err, distlock.ErrClosed)
+		require.Zero(t, time.Since(start))
+	})
+}
