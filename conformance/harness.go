@@ -16,7 +16,7 @@ type Harness struct {
 	//
 	// For a cluster, spread clients over its servers (round-robin): IsolateServer
 	// needs some clients on servers other than the isolated one.
-	NewClient func(t *testing.T) Client
+	NewClient func(t testing.TB) Client
 
 	// Caps states what the backend promises; Run checks it holds to it. What a
 	// client implements (distlock.Waiter, distlock.Inspector, distlock.LossNotifier)

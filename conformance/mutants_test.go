@@ -77,7 +77,7 @@ func TestMutantTarget(t *testing.T) {
 	default: // a broken table, called directly
 		shared := m.broken()
 		conformance.Run(t, conformance.Harness{
-			NewClient: func(t *testing.T) conformance.Client {
+			NewClient: func(t testing.TB) conformance.Client {
 				return conformance.Client{Locker: shared, Crash: func() {}}
 			},
 			Caps: conformance.Capabilities{MaxKeyLen: memlock.MaxKeyLen},

@@ -5,7 +5,7 @@
 //
 //	func TestConformance(t *testing.T) {
 //		conformance.Run(t, conformance.Harness{
-//			NewClient: func(t *testing.T) conformance.Client {
+//			NewClient: func(t testing.TB) conformance.Client {
 //				p := newProxy(t) // e.g. a faultproxy.Proxy in front of the server
 //				l := mybackend.New(p.Addr())
 //				return conformance.Client{

@@ -361,7 +361,7 @@ func simHarness(newTable func() distlock.Locker, bugs clientBugs, sbugs serverBu
 		f()
 	}
 	return conformance.Harness{
-		NewClient: func(t *testing.T) conformance.Client {
+		NewClient: func(t testing.TB) conformance.Client {
 			t.Cleanup(srv.flight.Wait)
 			srv.mu.Lock()
 			c := &simClient{srv: srv, bugs: bugs, member: srv.next % simMembers}

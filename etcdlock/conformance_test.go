@@ -29,7 +29,7 @@ type harness struct {
 	next int
 }
 
-func (h *harness) newClient(t *testing.T) conformance.Client {
+func (h *harness) newClient(t testing.TB) conformance.Client {
 	h.mu.Lock()
 	i := h.next % len(h.members)
 	member := h.members[i]

@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func harness() conformance.Harness {
 	shared := memlock.New()
 	return conformance.Harness{
-		NewClient: func(t *testing.T) conformance.Client {
+		NewClient: func(t testing.TB) conformance.Client {
 			// A crashed in-process client just stops calling; its leases lapse by ttl.
 			return conformance.Client{Locker: shared, Crash: func() {}}
 		},
@@ -51,3 +51,5 @@ func TestClose(t *testing.T) {
 	require.ErrorAs(t, err, &oe)
 	require.Equal(t, distlock.OpError{Backend: "memlock", Op: "Inspect", Key: "held", Err: distlock.ErrClosed}, *oe)
 }
+
+func BenchmarkConformance(b *testing.B) { conformance.RunBenchmarks(b, harness()) }

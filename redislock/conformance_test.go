@@ -17,7 +17,7 @@ import (
 
 // proxies starts one fault proxy in front of each address, closed at t's cleanup,
 // and returns them with a map from server address to proxy address.
-func proxies(t *testing.T, addrs []string) ([]*faultproxy.Proxy, map[string]string) {
+func proxies(t testing.TB, addrs []string) ([]*faultproxy.Proxy, map[string]string) {
 	t.Helper()
 	ps := make([]*faultproxy.Proxy, len(addrs))
 	route := make(map[string]string, len(addrs))
@@ -49,13 +49,13 @@ func routeDialer(route map[string]string) func(ctx context.Context, network, add
 // harness returns a Harness whose clients come from newClient, each behind fault
 // proxies of its own (one per server) for Crash, Partition and Delay, with
 // PauseServer and RestartServer acting on servers.
-func harness(servers []*testenv.Server, newClient func(t *testing.T, route map[string]string) redis.UniversalClient, afterRestart func(t *testing.T)) conformance.Harness {
+func harness(servers []*testenv.Server, newClient func(t testing.TB, route map[string]string) redis.UniversalClient, afterRestart func(t *testing.T)) conformance.Harness {
 	addrs := make([]string, len(servers))
 	for i, s := range servers {
 		addrs[i] = s.Addr()
 	}
 	return conformance.Harness{
-		NewClient: func(t *testing.T) conformance.Client {
+		NewClient: func(t testing.TB) conformance.Client {
 			ps, route := proxies(t, addrs)
 			c := newClient(t, route)
 			// Registered after the proxies' cleanups, so it runs before them.
@@ -119,7 +119,7 @@ func harness(servers []*testenv.Server, newClient func(t *testing.T, route map[s
 // the topology, as in a process that has been running for a while. Without it the
 // first request of a new Cluster client pays for discovering the cluster and
 // connecting, several round trips, each of which a Delay fault slows down.
-func warmUp(t *testing.T, c redis.UniversalClient) {
+func warmUp(t testing.TB, c redis.UniversalClient) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -145,7 +145,7 @@ func warmUp(t *testing.T, c redis.UniversalClient) {
 
 func TestConformance(t *testing.T) {
 	conformance.Run(t, harness([]*testenv.Server{redisSrv},
-		func(t *testing.T, route map[string]string) redis.UniversalClient {
+		func(t testing.TB, route map[string]string) redis.UniversalClient {
 			return redis.NewClient(&redis.Options{
 				Addr:   redisSrv.Addr(),
 				Dialer: routeDialer(route),
@@ -155,7 +155,7 @@ func TestConformance(t *testing.T) {
 
 func TestConformanceCluster(t *testing.T) {
 	conformance.Run(t, harness(cluster.Nodes,
-		func(t *testing.T, route map[string]string) redis.UniversalClient {
+		func(t testing.TB, route map[string]string) redis.UniversalClient {
 			return redis.NewClusterClient(&redis.ClusterOptions{
 				Addrs:  cluster.Addrs(),
 				Dialer: routeDialer(route),
@@ -172,7 +172,7 @@ func TestConformanceCluster(t *testing.T) {
 
 func TestConformanceSentinel(t *testing.T) {
 	conformance.Run(t, harness([]*testenv.Server{failoverSrv},
-		func(t *testing.T, route map[string]string) redis.UniversalClient {
+		func(t testing.TB, route map[string]string) redis.UniversalClient {
 			// The client asks the sentinel for the master's address and dials it
 			// through its proxy; its connections to the sentinel are not proxied.
 			return redis.NewFailoverClient(&redis.FailoverOptions{

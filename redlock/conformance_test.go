@@ -23,7 +23,7 @@ type proxiedClient struct {
 
 // proxied returns a Locker over the five nodes whose clients each dial through a
 // fault proxy of their own, all closed at t's cleanup.
-func proxied(t *testing.T, opts *redlock.Options) (*redlock.Locker, *proxiedClient) {
+func proxied(t testing.TB, opts *redlock.Options) (*redlock.Locker, *proxiedClient) {
 	t.Helper()
 	pc := &proxiedClient{}
 	addrs := make([]string, len(nodes))
@@ -54,7 +54,7 @@ var harnessOptions = &redlock.Options{NodeTimeout: time.Second}
 
 // conformanceClient is a conformance client: a Locker over the five nodes, each
 // reached through the client's own fault proxy.
-func conformanceClient(t *testing.T) conformance.Client {
+func conformanceClient(t testing.TB) conformance.Client {
 	l, pc := proxied(t, harnessOptions)
 	each := func(f func(p *faultproxy.Proxy)) {
 		for _, p := range pc.proxies {

@@ -1,15 +1,14 @@
 package zklock_test
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 )
 
 // The benchmarks compare zklock with go-zookeeper's own recipe, zk.Lock, on the
@@ -17,22 +16,17 @@ import (
 // of one key among 16 clients that each loop Lock, Unlock (ns/op per acquisition).
 // Every client has its own session, as separate processes would.
 
-func BenchmarkUncontended(b *testing.B) {
-	b.Run("zklock", func(b *testing.B) {
-		c := newClient(b, standaloneAddrs(), sessionTimeout, nil, false)
-		key := "bench-uncontended-" + distlock.NewToken()
-		ctx := context.Background()
-		for b.Loop() {
-			lease, err := c.l.TryLock(ctx, key, time.Minute)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := c.l.Unlock(ctx, lease); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("zk.Lock", func(b *testing.B) {
+// BenchmarkConformance measures zklock with the suite's workloads, on the standalone
+// server; BenchmarkPeer measures go-zookeeper's zk.Lock the same way.
+// Its clients connect directly, not through the conformance harness's fault proxies.
+func BenchmarkConformance(b *testing.B) {
+	conformance.RunBenchmarks(b, conformance.Harness{NewClient: func(t testing.TB) conformance.Client {
+		return conformance.Client{Locker: newClient(t, standaloneAddrs(), sessionTimeout, nil, false).l}
+	}})
+}
+
+func BenchmarkPeer(b *testing.B) {
+	b.Run("Uncontended", func(b *testing.B) {
 		conn := connect(b, standaloneAddrs(), sessionTimeout)
 		defer conn.Close()
 		lk := zk.NewLock(conn, "/bench-zk-lock/"+distlock.NewToken(), zk.WorldACL(zk.PermAll))
@@ -44,6 +38,27 @@ func BenchmarkUncontended(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+	})
+	b.Run("Handoff", func(b *testing.B) {
+		path := "/bench-zk-lock/" + distlock.NewToken()
+		lockers := make([]func() func(), waiters)
+		for i := range lockers {
+			conn := connect(b, standaloneAddrs(), sessionTimeout)
+			b.Cleanup(conn.Close)
+			lk := zk.NewLock(conn, path, zk.WorldACL(zk.PermAll))
+			lockers[i] = func() func() {
+				if err := lk.Lock(); err != nil {
+					b.Error(err)
+					return nil
+				}
+				return func() {
+					if err := lk.Unlock(); err != nil {
+						b.Error(err)
+					}
+				}
+			}
+		}
+		handoff(b, lockers)
 	})
 }
 
@@ -74,48 +89,4 @@ func handoff(b *testing.B, lockers []func() (unlock func())) {
 	// waiting take their turn first, so a run makes up to waiters-1 extra ones.
 	wg.Wait()
 	b.StopTimer()
-}
-
-func BenchmarkContended16(b *testing.B) {
-	b.Run("zklock", func(b *testing.B) {
-		key := "bench-contended-" + distlock.NewToken()
-		lockers := make([]func() func(), waiters)
-		for i := range lockers {
-			c := newClient(b, standaloneAddrs(), sessionTimeout, nil, false)
-			lockers[i] = func() func() {
-				lease, err := distlock.Lock(context.Background(), c.l, key, time.Minute, nil)
-				if err != nil {
-					b.Error(err)
-					return nil
-				}
-				return func() {
-					if err := c.l.Unlock(context.Background(), lease); err != nil {
-						b.Error(err)
-					}
-				}
-			}
-		}
-		handoff(b, lockers)
-	})
-	b.Run("zk.Lock", func(b *testing.B) {
-		path := "/bench-zk-lock/" + distlock.NewToken()
-		lockers := make([]func() func(), waiters)
-		for i := range lockers {
-			conn := connect(b, standaloneAddrs(), sessionTimeout)
-			b.Cleanup(conn.Close)
-			lk := zk.NewLock(conn, path, zk.WorldACL(zk.PermAll))
-			lockers[i] = func() func() {
-				if err := lk.Lock(); err != nil {
-					b.Error(err)
-					return nil
-				}
-				return func() {
-					if err := lk.Unlock(); err != nil {
-						b.Error(err)
-					}
-				}
-			}
-		}
-		handoff(b, lockers)
-	})
 }

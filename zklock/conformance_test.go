@@ -24,7 +24,7 @@ import (
 func harness(addrs func() []string, ens *testenv.Ensemble, pause func(t *testing.T) func(), restart func(t *testing.T)) conformance.Harness {
 	var next atomic.Int64
 	h := conformance.Harness{
-		NewClient: func(t *testing.T) conformance.Client {
+		NewClient: func(t testing.TB) conformance.Client {
 			servers := addrs()
 			if ens != nil {
 				servers = servers[int(next.Add(1))%len(servers):][:1]

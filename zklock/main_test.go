@@ -159,7 +159,7 @@ func (c *client) node() int {
 // while the client still reaches it (testenv's Ensemble.Isolate), and returns the
 // heal. A client that knows other nodes reconnects to one of them once the isolated
 // node notices that it lost the leader and drops its clients; its session survives.
-func (c *client) isolate(t *testing.T) (heal func()) {
+func (c *client) isolate(t testing.TB) (heal func()) {
 	t.Helper()
 	i := c.node()
 	if i < 0 {

@@ -57,7 +57,7 @@ func newLocker(t testing.TB, addr string, opts *sqllock.Options) *Locker {
 // newClient returns a Locker that reaches the server through a fault proxy of its
 // own, the proxy, and the Locker as a conformance client: Crash closes its
 // database handle, Partition and Delay act on its proxy.
-func newClient(t *testing.T, opts *sqllock.Options) (*Locker, *faultproxy.Proxy, conformance.Client) {
+func newClient(t testing.TB, opts *sqllock.Options) (*Locker, *faultproxy.Proxy, conformance.Client) {
 	t.Helper()
 	p, err := faultproxy.New(mySrv.Addr(), nil)
 	require.NoError(t, err)

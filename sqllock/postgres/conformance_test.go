@@ -10,7 +10,7 @@ import (
 
 func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.Harness{
-		NewClient: func(t *testing.T) conformance.Client {
+		NewClient: func(t testing.TB) conformance.Client {
 			_, _, c := newClient(t, &sqllock.Options{Table: "conformance"})
 			return c
 		},

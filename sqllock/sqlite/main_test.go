@@ -50,7 +50,7 @@ func newClient(t testing.TB, path string, opts *sqllock.Options) (*Locker, confo
 func TestConformance(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "locks.db")
 	conformance.Run(t, conformance.Harness{
-		NewClient: func(t *testing.T) conformance.Client {
+		NewClient: func(t testing.TB) conformance.Client {
 			_, c := newClient(t, path, &sqllock.Options{Table: "conformance"})
 			return c
 		},
