@@ -64,15 +64,16 @@ type opener func(ctx context.Context, u *backendURL, o openOptions) (*backend, e
 // openers maps each URL scheme to its backend.
 func openers() map[string]opener {
 	return map[string]opener{
-		"redis":      openRedis,
-		"rediss":     openRedis,
-		"redlock":    openRedlock,
-		"zk":         openZooKeeper,
-		"etcd":       openEtcd,
-		"postgres":   openPostgres,
-		"postgresql": openPostgres,
-		"mysql":      openMySQL,
-		"sqlite":     openSQLite,
+		"redis":          openRedis,
+		"rediss":         openRedis,
+		"redis-sentinel": openRedis,
+		"redlock":        openRedlock,
+		"zk":             openZooKeeper,
+		"etcd":           openEtcd,
+		"postgres":       openPostgres,
+		"postgresql":     openPostgres,
+		"mysql":          openMySQL,
+		"sqlite":         openSQLite,
 	}
 }
 
@@ -94,23 +95,6 @@ func badURL(u *backendURL, format string, args ...any) error {
 	return usagef("backend URL %s: %s", u.redacted(), fmt.Sprintf(format, args...))
 }
 
-// redacted returns the URL with its password replaced by "xxxxx".
-func (u *backendURL) redacted() string {
-	if u.user == nil {
-		return u.raw
-	}
-	if _, ok := u.user.Password(); !ok {
-		return u.raw
-	}
-	// Rebuild the authority with the password hidden.
-	rest := strings.TrimPrefix(u.raw[len(u.scheme)+1:], "//")
-	at := strings.LastIndex(authority(rest), "@")
-	if at < 0 {
-		return u.scheme + "://xxxxx"
-	}
-	return u.scheme + "://" + url.UserPassword(u.user.Username(), "xxxxx").String() + rest[at:]
-}
-
 // authority returns the part of s (the URL after "scheme://") before the path or
 // query.
 func authority(s string) string {
@@ -126,7 +110,7 @@ func parseBackendURL(raw string) (*backendURL, error) {
 	u := &backendURL{raw: raw}
 	scheme, rest, ok := strings.Cut(raw, ":")
 	if !ok || scheme == "" || strings.ContainsAny(scheme, "/?#@ ") {
-		return nil, usagef("backend URL %q has no scheme (want redis://, sqlite:///path, ...; see distlock help)", raw)
+		return nil, usagef("backend URL %q has no scheme (want redis://, sqlite:///path, ...; see distlock help)", redactLoose(raw))
 	}
 	u.scheme = strings.ToLower(scheme)
 	if strings.Contains(rest, "#") {
@@ -248,15 +232,14 @@ func openBackend(ctx context.Context, raw string, env []string, o openOptions) (
 		raw, _ = lookupEnv(env, envBackend)
 	}
 	if raw == "" {
-		dir, err := userCacheDir(env)
+		path, err := defaultSQLitePath(env)
 		if err != nil {
-			return nil, usagef("no --backend, no %s, and no user cache directory for the default SQLite file: %v", envBackend, err)
+			return nil, err
 		}
-		dir = filepath.Join(dir, "distlock")
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("create the directory of the default SQLite file: %w", err)
 		}
-		return openSQLiteFile(ctx, filepath.Join(dir, "locks.db"), o)
+		return openSQLiteFile(ctx, path, o)
 	}
 	u, err := parseBackendURL(raw)
 	if err != nil {
@@ -264,16 +247,30 @@ func openBackend(ctx context.Context, raw string, env []string, o openOptions) (
 	}
 	open, ok := openers()[u.scheme]
 	if !ok {
-		return nil, badURL(u, "unknown scheme %q (want redis, rediss, redlock, zk, etcd, postgres, mysql or sqlite)", u.scheme)
+		return nil, badURL(u, "unknown scheme %q (want %s)", u.scheme, schemeList)
 	}
+	red := newRedactor(u)
 	b, err := open(ctx, u, o)
 	if err != nil {
 		if errors.Is(err, distlock.ErrInvalid) && !isUsage(err) {
 			err = &usageError{err}
 		}
-		return nil, err
+		return nil, red.wrap(err)
 	}
 	return b, nil
+}
+
+// schemeList names the URL schemes, for messages.
+const schemeList = "redis, rediss, redis-sentinel, redlock, zk, etcd, postgres, mysql or sqlite"
+
+// defaultSQLitePath returns the SQLite file of the default backend:
+// <user cache dir>/distlock/locks.db.
+func defaultSQLitePath(env []string) (string, error) {
+	dir, err := userCacheDir(env)
+	if err != nil {
+		return "", usagef("no --backend, no %s, and no user cache directory for the default SQLite file: %v", envBackend, err)
+	}
+	return filepath.Join(dir, "distlock", "locks.db"), nil
 }
 
 // userCacheDir is os.UserCacheDir on env instead of the process environment.

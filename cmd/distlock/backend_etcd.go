@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -11,13 +10,41 @@ import (
 	"github.com/distlock/distlock/etcdlock"
 )
 
-// openEtcd opens etcd://[user:password@]h1:p1,h2:p2[/prefix] (port 2379 by default).
+// openEtcd opens an etcd:// URL (see etcdClient).
 func openEtcd(ctx context.Context, u *backendURL, o openOptions) (*backend, error) {
+	client, err := etcdClient(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	opts := &etcdlock.Options{Owner: o.owner}
+	if p := u.path; p != "" && p != "/" {
+		opts.Prefix = p[1:]
+	}
+	l, err := etcdlock.New(client, opts)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	return &backend{locker: l, close: closeLocker(l.Close, func() { client.Close() })}, nil
+}
+
+// etcdClient connects to etcd://[user:password@]h1:p1,h2:p2[/prefix][?TLS
+// parameters] (port 2379 by default). It first dials the endpoints itself, so
+// that when none listens the error says so at once ("connection refused"), where
+// the client would retry in the background until ctx ends.
+func etcdClient(ctx context.Context, u *backendURL) (*clientv3.Client, error) {
 	eps, err := u.hostsWithPort("2379")
 	if err != nil {
 		return nil, err
 	}
+	tlsCfg, err := takeTLS(u, false)
+	if err != nil {
+		return nil, err
+	}
 	if err := u.noQuery(); err != nil {
+		return nil, err
+	}
+	if err := reachAny(ctx, "etcd", eps); err != nil {
 		return nil, err
 	}
 	cfg := clientv3.Config{
@@ -30,6 +57,7 @@ func openEtcd(ctx context.Context, u *backendURL, o openOptions) (*backend, erro
 		DialKeepAliveTime:    2 * time.Second,
 		DialKeepAliveTimeout: time.Second,
 		Logger:               zap.NewNop(),
+		TLS:                  tlsCfg,
 	}
 	if u.user != nil {
 		cfg.Username = u.user.Username()
@@ -37,16 +65,7 @@ func openEtcd(ctx context.Context, u *backendURL, o openOptions) (*backend, erro
 	}
 	client, err := clientv3.New(cfg)
 	if err != nil {
-		return nil, scrubErr(fmt.Sprintf("etcd %v", eps), err, u)
+		return nil, redactErr("etcd "+hostsOf(u), err, u)
 	}
-	opts := &etcdlock.Options{Owner: o.owner}
-	if p := u.path; p != "" && p != "/" {
-		opts.Prefix = p[1:]
-	}
-	l, err := etcdlock.New(client, opts)
-	if err != nil {
-		client.Close()
-		return nil, err
-	}
-	return &backend{locker: l, close: closeLocker(l.Close, func() { client.Close() })}, nil
+	return client, nil
 }

@@ -2,6 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
+	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -9,17 +13,12 @@ import (
 	"github.com/distlock/distlock/redislock"
 )
 
-// openRedis opens redis://[[user]:password@]host[:port][/db] (rediss:// for TLS),
-// with go-redis' URL options (?dial_timeout=3s&...).
+// openRedis opens redis://, rediss:// or redis-sentinel:// (see redisClient).
 func openRedis(ctx context.Context, u *backendURL, o openOptions) (*backend, error) {
-	if len(u.hosts) != 1 {
-		return nil, badURL(u, "want exactly one host (use redlock:// for several independent masters)")
-	}
-	opt, err := redis.ParseURL(u.raw)
+	client, err := redisClient(u)
 	if err != nil {
-		return nil, badURL(u, "%s", scrub(err.Error(), u))
+		return nil, err
 	}
-	client := redis.NewClient(opt)
 	l, err := redislock.New(client, &redislock.Options{Owner: o.owner})
 	if err != nil {
 		client.Close()
@@ -28,33 +27,77 @@ func openRedis(ctx context.Context, u *backendURL, o openOptions) (*backend, err
 	return &backend{locker: l, close: closeLocker(l.Close, func() { client.Close() })}, nil
 }
 
-// scrub removes u's password from msg (library errors may quote the URL).
-func scrub(msg string, u *backendURL) string {
-	if u.user == nil {
-		return msg
+// redisClient returns the client of
+//
+//	redis://[[user]:password@]host[:port][/db][?go-redis options][&TLS parameters]
+//	rediss://...   the same over TLS
+//	redis-sentinel://[[user]:password@]s1[:26379],s2,.../MASTER[/db][?sentinel_username=U&sentinel_password=P][&TLS parameters]
+//
+// The user and password of a redis-sentinel:// URL are the master's; the
+// sentinels' are sentinel_username and sentinel_password (none by default).
+func redisClient(u *backendURL) (*redis.Client, error) {
+	if vals, ok := u.query["skip_verify"]; ok { // go-redis' name
+		delete(u.query, "skip_verify")
+		u.query["insecure_skip_verify"] = vals
 	}
-	if p, ok := u.user.Password(); ok && p != "" {
-		msg = strings.ReplaceAll(msg, p, "xxxxx")
+	tlsCfg, err := takeTLS(u, u.scheme == "rediss")
+	if err != nil {
+		return nil, err
 	}
-	return msg
+	if u.scheme == "redis-sentinel" {
+		return sentinelClient(u, tlsCfg)
+	}
+	if len(u.hosts) != 1 {
+		return nil, badURL(u, "want exactly one host (use redlock:// for several independent masters, redis-sentinel:// for sentinels)")
+	}
+	// go-redis parses the rest (database, dial_timeout, ...), without the TLS
+	// parameters, which it does not know.
+	v := &url.URL{Scheme: "redis", User: u.user, Host: u.hosts[0], Path: u.path, RawQuery: u.query.Encode()}
+	opt, err := redis.ParseURL(v.String())
+	if err != nil {
+		var ue *url.Error // it quotes the URL, password included
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, badURL(u, "%s", newRedactor(u).text(err.Error()))
+	}
+	opt.TLSConfig = tlsCfg
+	return redis.NewClient(opt), nil
 }
 
-// scrubbedError is an error whose message had a password removed; it still
-// unwraps to the original, so errors.Is works.
-type scrubbedError struct {
-	msg string
-	err error
-}
-
-func (e *scrubbedError) Error() string { return e.msg }
-func (e *scrubbedError) Unwrap() error { return e.err }
-
-// scrubErr returns err with u's password removed from its message, prefixed with
-// prefix and ": " when prefix is not empty.
-func scrubErr(prefix string, err error, u *backendURL) error {
-	msg := scrub(err.Error(), u)
-	if prefix != "" {
-		msg = prefix + ": " + msg
+// sentinelClient returns a go-redis failover client of a redis-sentinel:// URL.
+func sentinelClient(u *backendURL, tlsCfg *tls.Config) (*redis.Client, error) {
+	addrs, err := u.hostsWithPort("26379")
+	if err != nil {
+		return nil, err
 	}
-	return &scrubbedError{msg: msg, err: err}
+	parts := strings.Split(strings.Trim(u.path, "/"), "/")
+	if parts[0] == "" || len(parts) > 2 {
+		return nil, badURL(u, "want the master's name as the path: redis-sentinel://host:26379/MASTER[/db]")
+	}
+	opt := &redis.FailoverOptions{MasterName: parts[0], SentinelAddrs: addrs}
+	if len(parts) == 2 {
+		if opt.DB, err = strconv.Atoi(parts[1]); err != nil || opt.DB < 0 {
+			return nil, badURL(u, "bad database number %q", parts[1])
+		}
+	}
+	if u.user != nil {
+		opt.Username = u.user.Username()
+		opt.Password, _ = u.user.Password()
+	}
+	for name, vals := range u.query {
+		if len(vals) != 1 {
+			return nil, badURL(u, "%s wants one value", name)
+		}
+		switch name {
+		case "sentinel_username":
+			opt.SentinelUsername = vals[0]
+		case "sentinel_password":
+			opt.SentinelPassword = vals[0]
+		default:
+			return nil, badURL(u, "unknown query parameter %q (want sentinel_username, sentinel_password or TLS parameters)", name)
+		}
+	}
+	opt.TLSConfig = tlsCfg
+	return redis.NewFailoverClient(opt), nil
 }

@@ -21,36 +21,17 @@ import (
 // masters must use the same MaxTTL, at least the longest ttl any of them uses.
 // The default, the larger of --ttl and redlock.DefaultMaxTTL (1m), is the same on
 // every client whose --ttl is at most 1m, and the library's default.
+//
+// The TLS parameters (see tlsconfig.go) apply to every master.
 func openRedlock(ctx context.Context, u *backendURL, o openOptions) (*backend, error) {
-	addrs, err := u.hostsWithPort("6379")
+	clients, closeAll, err := redlockClients(u)
 	if err != nil {
 		return nil, err
 	}
 	maxTTL, err := redlockMaxTTL(u, o.ttl)
 	if err != nil {
+		closeAll()
 		return nil, err
-	}
-	db := 0
-	if p := strings.Trim(u.path, "/"); p != "" {
-		if db, err = strconv.Atoi(p); err != nil || db < 0 {
-			return nil, badURL(u, "bad database number %q", p)
-		}
-	}
-	var user, pass string
-	if u.user != nil {
-		user = u.user.Username()
-		pass, _ = u.user.Password()
-	}
-	clients := make([]redis.UniversalClient, len(addrs))
-	closeAll := func() {
-		for _, c := range clients {
-			if c != nil {
-				c.Close()
-			}
-		}
-	}
-	for i, a := range addrs {
-		clients[i] = redis.NewClient(&redis.Options{Addr: a, Username: user, Password: pass, DB: db})
 	}
 	l, err := redlock.New(clients, &redlock.Options{Owner: o.owner, MaxTTL: maxTTL})
 	if err != nil {
@@ -60,12 +41,50 @@ func openRedlock(ctx context.Context, u *backendURL, o openOptions) (*backend, e
 	return &backend{locker: l, close: closeLocker(l.Close, closeAll)}, nil
 }
 
+// redlockClients returns one go-redis client per master of u, with u's TLS
+// parameters (which it removes from u's query), and a function that closes them.
+func redlockClients(u *backendURL) ([]redis.UniversalClient, func(), error) {
+	addrs, err := u.hostsWithPort("6379")
+	if err != nil {
+		return nil, nil, err
+	}
+	tlsCfg, err := takeTLS(u, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	db := 0
+	if p := strings.Trim(u.path, "/"); p != "" {
+		if db, err = strconv.Atoi(p); err != nil || db < 0 {
+			return nil, nil, badURL(u, "bad database number %q", p)
+		}
+	}
+	var user, pass string
+	if u.user != nil {
+		user = u.user.Username()
+		pass, _ = u.user.Password()
+	}
+	clients := make([]redis.UniversalClient, len(addrs))
+	for i, a := range addrs {
+		opt := &redis.Options{Addr: a, Username: user, Password: pass, DB: db}
+		if tlsCfg != nil {
+			opt.TLSConfig = tlsCfg.Clone()
+		}
+		clients[i] = redis.NewClient(opt)
+	}
+	closeAll := func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}
+	return clients, closeAll, nil
+}
+
 // redlockMaxTTL returns the MaxTTL for a lease ttl of ttl: u's max_ttl, which
 // must not be below ttl, or else the larger of ttl and redlock.DefaultMaxTTL.
 func redlockMaxTTL(u *backendURL, ttl time.Duration) (time.Duration, error) {
 	for name := range u.query {
 		if name != "max_ttl" {
-			return 0, badURL(u, "unknown query parameter %q (want max_ttl)", name)
+			return 0, badURL(u, "unknown query parameter %q (want max_ttl or TLS parameters)", name)
 		}
 	}
 	vals, ok := u.query["max_ttl"]

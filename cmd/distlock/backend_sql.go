@@ -14,39 +14,64 @@ import (
 	"github.com/distlock/distlock/sqllock/postgres"
 )
 
-// openPostgres opens a PostgreSQL connection URL (postgres:// or postgresql://),
-// with pgx's parameters (sslmode, connect_timeout, ...).
+// openPostgres opens a PostgreSQL connection URL (see pgPool).
 func openPostgres(ctx context.Context, u *backendURL, o openOptions) (*backend, error) {
-	cfg, err := pgxpool.ParseConfig(u.raw)
+	pool, err := pgPool(ctx, u)
 	if err != nil {
-		return nil, badURL(u, "%s", scrub(err.Error(), u))
-	}
-	cfg.MaxConns = 4
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, scrubErr("postgres", err, u)
+		return nil, err
 	}
 	l, err := postgres.New(ctx, pool, &sqllock.Options{Owner: o.owner})
 	if err != nil {
 		pool.Close()
-		return nil, scrubErr("postgres "+hostsOf(u), err, u)
+		return nil, redactErr("postgres "+hostsOf(u), err, u)
 	}
 	return &backend{locker: l, close: closeLocker(l.Close, pool.Close)}, nil
 }
 
-// openMySQL opens mysql://user:password@host[:port]/db[?param=value...], where the
-// parameters are go-sql-driver/mysql's DSN parameters.
+// pgPool returns a pool of at most 4 connections for a PostgreSQL connection URL
+// (postgres:// or postgresql://), with pgx's parameters (sslmode, sslrootcert,
+// connect_timeout, ...). It connects lazily.
+func pgPool(ctx context.Context, u *backendURL) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(u.raw)
+	if err != nil {
+		return nil, badURL(u, "%s", newRedactor(u).text(err.Error()))
+	}
+	cfg.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, redactErr("postgres", err, u)
+	}
+	return pool, nil
+}
+
+// openMySQL opens a mysql:// URL (see mysqlDB).
 func openMySQL(ctx context.Context, u *backendURL, o openOptions) (*backend, error) {
+	db, addr, err := mysqlDB(u)
+	if err != nil {
+		return nil, err
+	}
+	l, err := mysql.New(ctx, db, &sqllock.Options{Owner: o.owner})
+	if err != nil {
+		db.Close()
+		return nil, redactErr("mysql "+addr, err, u)
+	}
+	return &backend{locker: l, close: closeLocker(l.Close, func() { db.Close() })}, nil
+}
+
+// mysqlDB returns the database of mysql://user:password@host[:port]/db[?param=value...],
+// where the parameters are go-sql-driver/mysql's DSN parameters (tls=true, ...),
+// and the server's address. It connects lazily.
+func mysqlDB(u *backendURL) (*sql.DB, string, error) {
 	if len(u.hosts) != 1 {
-		return nil, badURL(u, "want exactly one host")
+		return nil, "", badURL(u, "want exactly one host")
 	}
 	addr, err := withPort(u.hosts[0], "3306")
 	if err != nil {
-		return nil, badURL(u, "%v", err)
+		return nil, "", badURL(u, "%v", err)
 	}
 	db := strings.TrimPrefix(u.path, "/")
 	if db == "" || strings.Contains(db, "/") {
-		return nil, badURL(u, "want a database name as the path: mysql://user:password@host:port/db")
+		return nil, "", badURL(u, "want a database name as the path: mysql://user:password@host:port/db")
 	}
 	cfg := mysqldriver.NewConfig()
 	cfg.Net, cfg.Addr, cfg.DBName = "tcp", addr, db
@@ -63,20 +88,16 @@ func openMySQL(ctx context.Context, u *backendURL, o openOptions) (*backend, err
 		}
 		dsn += sep + u.query.Encode()
 	}
+	// The DSN holds the password: its errors are reported without it.
+	red := newRedactor(u)
 	if cfg, err = mysqldriver.ParseDSN(dsn); err != nil {
-		return nil, badURL(u, "%s", scrub(err.Error(), u))
+		return nil, "", badURL(u, "%s", red.text(err.Error()))
 	}
 	conn, err := mysqldriver.NewConnector(cfg)
 	if err != nil {
-		return nil, badURL(u, "%s", scrub(err.Error(), u))
+		return nil, "", badURL(u, "%s", red.text(err.Error()))
 	}
-	sqlDB := sql.OpenDB(conn)
-	l, err := mysql.New(ctx, sqlDB, &sqllock.Options{Owner: o.owner})
-	if err != nil {
-		sqlDB.Close()
-		return nil, scrubErr("mysql "+addr, err, u)
-	}
-	return &backend{locker: l, close: closeLocker(l.Close, func() { sqlDB.Close() })}, nil
+	return sql.OpenDB(conn), addr, nil
 }
 
 func hostsOf(u *backendURL) string { return strings.Join(u.hosts, ",") }

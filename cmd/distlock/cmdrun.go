@@ -3,10 +3,10 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -31,105 +31,20 @@ const (
 // forwarded are the signals that run forwards to CMD.
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
 
-// waitFlag is --wait (wait without limit) or --wait=TIMEOUT.
-type waitFlag struct {
-	on      bool
-	timeout time.Duration // 0: no limit
-}
-
-func (w *waitFlag) IsBoolFlag() bool { return true }
-
-func (w *waitFlag) String() string {
-	switch {
-	case w == nil || !w.on:
-		return "false"
-	case w.timeout > 0:
-		return w.timeout.String()
-	}
-	return "true"
-}
-
-func (w *waitFlag) Set(s string) error {
-	switch s {
-	case "true":
-		*w = waitFlag{on: true}
-		return nil
-	case "false":
-		*w = waitFlag{}
-		return nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return fmt.Errorf("want --wait or --wait=DURATION (a positive duration such as 30s)")
-	}
-	*w = waitFlag{on: true, timeout: d}
-	return nil
-}
-
-// runConfig is the parsed command line of run.
-type runConfig struct {
-	backend   string
-	ttl       time.Duration
-	wait      waitFlag
-	minHold   time.Duration
-	killAfter time.Duration
-	owner     string
-	verbose   bool
-	key       string
-	argv      []string
-}
-
-// parseRun parses run's arguments; the error is one line, for exit status 2.
-func parseRun(args []string) (*runConfig, error) {
-	c := &runConfig{}
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&c.backend, "backend", "", "backend URL")
-	fs.DurationVar(&c.ttl, "ttl", 30*time.Second, "lease ttl")
-	fs.Var(&c.wait, "wait", "wait for the key")
-	fs.DurationVar(&c.minHold, "min-hold", 0, "minimum hold")
-	fs.DurationVar(&c.killAfter, "kill-after", 10*time.Second, "SIGKILL delay after loss")
-	fs.StringVar(&c.owner, "owner", "", "owner label")
-	fs.BoolVar(&c.verbose, "v", false, "verbose")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	switch {
-	case c.ttl <= 0:
-		return nil, fmt.Errorf("--ttl %v: must be positive", c.ttl)
-	case c.minHold < 0:
-		return nil, fmt.Errorf("--min-hold %v: must not be negative", c.minHold)
-	case c.killAfter < 0:
-		return nil, fmt.Errorf("--kill-after %v: must not be negative", c.killAfter)
-	}
-	rest := fs.Args()
-	if len(rest) == 0 {
-		return nil, errors.New("missing KEY and CMD: distlock run [flags] KEY -- CMD [ARGS...]")
-	}
-	c.key, rest = rest[0], rest[1:]
-	if c.key == "" {
-		return nil, errors.New("empty KEY")
-	}
-	if len(rest) > 0 && rest[0] == "--" {
-		rest = rest[1:]
-	}
-	if len(rest) == 0 {
-		return nil, fmt.Errorf("missing CMD after KEY %q: distlock run [flags] KEY -- CMD [ARGS...]", c.key)
-	}
-	c.argv = rest
-	return c, nil
-}
-
 // cmdRun is "distlock run".
 func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, env []string) int {
 	c, err := parseRun(args)
-	if errors.Is(err, flag.ErrHelp) {
+	if isHelp(err) {
 		fmt.Fprint(stdout, usageText)
 		return exitOK
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "distlock run: %s\n", oneLine(err))
 		return exitUsage
+	}
+	if runUnsupported != "" {
+		fmt.Fprintf(stderr, "distlock run: %s\n", runUnsupported)
+		return exitFailed
 	}
 	// Resolve CMD before touching the lock, so that a typo costs nothing.
 	path, err := exec.LookPath(c.argv[0])
@@ -146,12 +61,13 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	signal.Notify(sigc, forwarded...)
 	defer signal.Stop(sigc)
 
-	r := &runner{c: c, stderr: stderr, ttl: c.ttl}
+	r := &runner{c: c, stderr: stderr, ttl: c.ttl, red: redactorFor(c.backend, env)}
 	if c.verbose {
 		r.obs.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 
-	// Open the backend and acquire the key, abandoning both on a signal.
+	// Open the backend and acquire the key, abandoning both on a signal. --wait's
+	// timeout bounds both: with --wait, opening is retried through an outage.
 	type acquired struct {
 		b     *backend
 		lease distlock.Lease
@@ -160,9 +76,15 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	actx, cancel := context.WithCancel(ctx)
 	done := make(chan acquired, 1)
 	go func() {
-		b, err := r.open(actx, env)
+		wctx := actx
+		if c.wait.timeout > 0 {
+			var cancel context.CancelFunc
+			wctx, cancel = context.WithTimeout(actx, c.wait.timeout)
+			defer cancel()
+		}
+		b, err := r.open(wctx, env)
 		if err != nil {
-			done <- acquired{err: err}
+			done <- acquired{err: &openError{err}}
 			return
 		}
 		if b.maxTTL > 0 && b.maxTTL < r.ttl {
@@ -171,7 +93,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 			}
 			r.ttl = b.maxTTL
 		}
-		lease, err := r.acquire(actx, b.locker)
+		lease, err := r.acquire(wctx, b.locker)
 		done <- acquired{b: b, lease: lease, err: err}
 	}()
 	var a acquired
@@ -204,19 +126,59 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 type runner struct {
 	c      *runConfig
 	stderr io.Writer
+	red    *redactor // every line on stderr goes through it
 	obs    distlock.Observer
 	ttl    time.Duration // the lease ttl: --ttl, or less if the backend caps it
 }
 
 func (r *runner) logf(format string, args ...any) {
-	fmt.Fprintf(r.stderr, "distlock run: "+format+"\n", args...)
+	fmt.Fprint(r.stderr, r.red.text(fmt.Sprintf("distlock run: "+format, args...))+"\n")
 }
 
-// open opens the backend, bounded by opTimeout.
+// open opens the backend, each attempt bounded by opTimeout. Without --wait it
+// makes one attempt. With --wait it tries again, with jittered backoff, until ctx
+// (--wait's timeout) ends, unless the error is permanent: a server that is
+// restarting or unreachable does not end the wait.
 func (r *runner) open(ctx context.Context, env []string) (*backend, error) {
-	octx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
-	return openBackend(octx, r.c.backend, env, openOptions{owner: r.c.owner, ttl: r.c.ttl})
+	var last string
+	for attempt := 0; ; attempt++ {
+		octx, cancel := context.WithTimeout(ctx, opTimeout)
+		b, err := openBackend(octx, r.c.backend, env, openOptions{owner: r.c.owner, ttl: r.c.ttl})
+		cancel()
+		if err == nil {
+			if last != "" {
+				r.logf("the backend answers again")
+			}
+			return b, nil
+		}
+		if !r.c.wait.on || permanent(err) {
+			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("the backend did not answer within --wait %v: %w", r.c.wait.timeout, err)
+		}
+		if msg := oneLine(err); msg != last {
+			r.logf("cannot open the backend: %s; still trying (--wait)", msg)
+			last = msg
+		}
+		t := time.NewTimer(openBackoff(attempt))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("the backend did not answer within --wait %v: %w", r.c.wait.timeout, err)
+		}
+	}
+}
+
+// openBackoff returns the pause before attempt n+1 to open the backend: full
+// jitter, 100ms doubling up to 2s.
+func openBackoff(n int) time.Duration {
+	ceil := 2 * time.Second
+	if n < 5 {
+		ceil = 100 * time.Millisecond << n
+	}
+	return time.Duration(rand.Int64N(int64(ceil))) + time.Millisecond
 }
 
 // acquire takes the key: one TryLock, or Lock (in rounds of at most opTimeout, so
@@ -232,12 +194,7 @@ func (r *runner) acquire(ctx context.Context, l distlock.Locker) (distlock.Lease
 		}
 		return lease, err
 	}
-	wctx := ctx
-	if r.c.wait.timeout > 0 {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(ctx, r.c.wait.timeout)
-		defer cancel()
-	}
+	wctx := ctx // bounded by --wait's timeout already
 	if r.c.verbose {
 		// One attempt first, to say that the key is held before waiting for it.
 		tctx, cancel := context.WithTimeout(wctx, opTimeout)
@@ -282,11 +239,21 @@ func (r *runner) acquireFailed(err error) int {
 			r.logf("%q is held by another owner; not running CMD (use --wait to wait for it)", r.c.key)
 		}
 		return exitHeld
-	default:
-		r.logf("cannot acquire %q: %s", r.c.key, oneLine(err))
-		return exitFailed
 	}
+	var oe *openError
+	if errors.As(err, &oe) {
+		r.logf("cannot open the backend: %s", oneLine(oe.err))
+	} else {
+		r.logf("cannot acquire %q: %s", r.c.key, oneLine(err))
+	}
+	return exitFailed
 }
+
+// An openError is a failure to open the backend.
+type openError struct{ err error }
+
+func (e *openError) Error() string { return e.err.Error() }
+func (e *openError) Unwrap() error { return e.err }
 
 // unlock releases lease with a fresh bounded context, reporting a failure.
 func (r *runner) unlock(l distlock.Locker, lease distlock.Lease) {

@@ -2,8 +2,10 @@
 // lives in Redis, ZooKeeper, etcd, an SQL database or a local SQLite file — and
 // reports who holds a lock.
 //
-//	distlock run [flags] KEY -- CMD [ARGS...]
-//	distlock status [flags] KEY
+//	distlock run [flags] KEY [flags] -- CMD [ARGS...]
+//	distlock status [--backend URL] KEY
+//	distlock check [--backend URL]
+//	distlock --version
 //
 // run acquires KEY, starts CMD, renews the lease while CMD runs (every ttl/3),
 // and releases KEY when CMD exits. CMD's environment has DISTLOCK_KEY and
@@ -50,6 +52,13 @@
 // Exit status of status: 0 KEY is held (the holder is printed), 3 KEY is free,
 // 2 bad usage, 125 the backend failed.
 //
+// check connects to the backend and reports the server settings that matter for
+// lock safety (eviction and persistence on Redis, durability and replication on
+// PostgreSQL and MySQL, members and versions on etcd and ZooKeeper). Exit status
+// of check: 0 nothing unsafe found, 1 a setting can lose or free a held lock or
+// repeat a fence, 125 the backend could not be checked (unreachable, or a setting
+// could not be read), 2 bad usage.
+//
 // Run "distlock help" for the flags and the backend URLs.
 package main
 
@@ -75,9 +84,10 @@ const (
 )
 
 const usageText = `usage:
-  distlock run [flags] KEY -- CMD [ARGS...]
-  distlock status [flags] KEY
-  distlock help
+  distlock run [flags] KEY [flags] -- CMD [ARGS...]
+  distlock status [--backend URL] KEY
+  distlock check [--backend URL]
+  distlock help | --version
 
 run acquires KEY, runs CMD while it renews the lease, and releases KEY when CMD
 exits. CMD's environment has DISTLOCK_KEY and DISTLOCK_FENCE (the lease's fencing
@@ -89,25 +99,35 @@ CPU) while CMD exited and the lease ended, it cannot tell which came first, and
 exits 124. So 124 means CMD may have run without the lease, and may have done its
 work: check the work before running CMD again.
 
+Flags go before or after KEY; CMD starts after --, or, without --, at the first
+argument after KEY that is not a flag. Durations have a unit: 500ms, 30s, 5m, 1h.
+
 run flags:
   --backend URL      where the lock lives (default $DISTLOCK_BACKEND, else an SQLite
                      file in the user cache directory: one lock table per host)
   --ttl D            lease time to live, renewed every D/3 (default 30s)
-  --wait[=TIMEOUT]   wait for KEY instead of exiting 75 when it is held; with
-                     TIMEOUT, exit 75 if KEY is still held after it (--wait=5m)
+  -w, --wait [D]     wait for KEY instead of exiting 75 when it is held, and wait
+                     through a backend outage; with D (--wait 5m or --wait=5m),
+                     exit 75 if KEY is still held after D (125 if the backend
+                     still does not answer)
   --min-hold D       keep KEY at least D after acquiring it, even if CMD ends
                      sooner, so that a job fired a little late elsewhere does not
                      run again (default 0)
   --kill-after D     after the lease is lost: SIGTERM to CMD, SIGKILL D later
                      (default 10s)
   --owner LABEL      owner label that status shows (default host:pid)
-  -v                 log acquisition, renewals and release to stderr
+  -v, --verbose      log acquisition, renewals and release to stderr
 
-status flags: --backend URL, as for run. It prints KEY's holder, fence, remaining
-ttl and owner.
+status prints KEY's holder, fence, remaining ttl and owner. check reports the
+server settings that can free a held lock or repeat a fence.
 
-backend URLs:
+backend URLs (a password in a URL is never printed; prefer $DISTLOCK_BACKEND to
+--backend for one, as other users can read a command line):
   redis://[[user]:password@]host[:port][/db]     one Redis server (rediss:// for TLS)
+  redis-sentinel://[[user]:password@]s1[:26379],s2,.../MASTER[/db]
+                                                 the master that Redis Sentinel names;
+                                                 ?sentinel_username=U&sentinel_password=P
+                                                 if the sentinels ask for a password
   redlock://[[user]:password@]h1:p1,h2:p2,h3:p3[/db][?max_ttl=D]
                                                  RedLock over independent Redis masters;
                                                  max_ttl (default: the larger of --ttl
@@ -120,10 +140,17 @@ backend URLs:
                                                  5/12 of the granted timeout
   etcd://[user:password@]h1:p1,h2:p2[/prefix]    etcd v3 cluster
   postgres://user:password@host:port/db?sslmode=disable
-                                                 PostgreSQL (postgresql:// too)
-  mysql://user:password@host:port/db             MySQL 8 or MariaDB
+                                                 PostgreSQL (postgresql:// too; pgx's
+                                                 parameters: sslmode, sslrootcert, ...)
+  mysql://user:password@host:port/db             MySQL 8 or MariaDB (go-sql-driver/mysql's
+                                                 parameters: tls=true, ...)
   sqlite:///absolute/path.db, sqlite:relative/path.db
                                                  SQLite file: processes of one host
+
+TLS on redis, rediss, redis-sentinel, redlock, etcd and zk URLs (any of these
+turns TLS on): ?tls=true, ca_file=PATH (PEM CAs; default the system's),
+cert_file=PATH&key_file=PATH (client certificate), server_name=NAME,
+insecure_skip_verify=true.
 
 exit status of run:
   CMD's status  CMD ran under the lock (128+N if signal N killed it)
@@ -136,6 +163,8 @@ exit status of run:
   128+N         distlock got signal N while waiting for KEY
   2             bad usage (flags, backend URL, KEY)
 exit status of status: 0 held, 3 free, 2 bad usage, 125 backend failure.
+exit status of check: 0 nothing unsafe found, 1 unsafe setting, 125 could not
+check (unreachable, or a setting could not be read), 2 bad usage.
 `
 
 func main() {
@@ -147,7 +176,7 @@ func main() {
 // environment as parameters, and returns the exit status, so that tests can call it.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer, env []string) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "distlock: missing command (run or status); see distlock help")
+		fmt.Fprintln(stderr, "distlock: missing command (run, status or check); see distlock help")
 		return exitUsage
 	}
 	ctx := context.Background()
@@ -156,11 +185,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, env []string)
 		return cmdRun(ctx, args[1:], stdin, stdout, stderr, env)
 	case "status":
 		return cmdStatus(ctx, args[1:], stdout, stderr, env)
+	case "check":
+		return cmdCheck(ctx, args[1:], stdout, stderr, env)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usageText)
 		return exitOK
+	case "version", "--version", "-version":
+		fmt.Fprint(stdout, versionText())
+		return exitOK
 	default:
-		fmt.Fprintf(stderr, "distlock: unknown command %q (want run or status); see distlock help\n", args[0])
+		fmt.Fprintf(stderr, "distlock: unknown command %q (want run, status or check); see distlock help\n", args[0])
 		return exitUsage
 	}
 }

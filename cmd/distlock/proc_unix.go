@@ -12,6 +12,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// runUnsupported is empty: run can stop CMD and its children (SIGTERM, then
+// SIGKILL, to its process group) when the lease is lost.
+const runUnsupported = ""
+
 // A child is CMD, started by run.
 //
 // When distlock runs in the foreground of a terminal, CMD stays in distlock's

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -13,6 +15,27 @@ import (
 // backendURLs are the real servers of this test binary, as distlock backend URLs,
 // by name. startServers fills it in.
 var backendURLs = map[string]string{}
+
+// servers are the handles of the servers that tests stop, restart or configure,
+// and the servers that only some tests use. startServers fills it in.
+var servers struct {
+	postgres *testenv.PostgresServer
+	mariadb  *testenv.MariaDBServer
+	// redisAuth asks for the password redisAuthPassword.
+	redisAuth *testenv.Server
+	// redisUnsafe evicts any key under memory pressure (allkeys-lru).
+	redisUnsafe *testenv.Server
+	// redisTLS and etcdTLS listen only for TLS, with certificates that certs
+	// signed.
+	redisTLS, etcdTLS *testenv.Server
+	certs             *testCerts
+	// sentinel is a Redis Sentinel that monitors the master "mymaster" (the
+	// server of backendURLs["redis"]); empty when redis-server cannot run one.
+	sentinel string
+}
+
+// redisAuthPassword is the password of servers.redisAuth.
+const redisAuthPassword = "s3cret-Redis-pw"
 
 // startServers starts one server per backend (or uses the ones the DISTLOCK_*
 // variables name) and records their URLs.
@@ -50,6 +73,7 @@ func startServers(env *testenv.Env) error {
 		return err
 	}
 	backendURLs["postgres"] = pg.URL
+	servers.postgres = pg
 
 	maria, err := env.MariaDB()
 	if err != nil {
@@ -58,7 +82,35 @@ func startServers(env *testenv.Env) error {
 	if backendURLs["mysql"], err = mysqlURL(maria.DSN); err != nil {
 		return err
 	}
-	return nil
+	servers.mariadb = maria
+	return startExtraServers(env, redisSrv)
+}
+
+// startExtraServers starts the servers that only some tests use.
+func startExtraServers(env *testenv.Env, master *testenv.Server) error {
+	var err error
+	if servers.redisAuth, err = env.Redis(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := testenv.RedisCommand(ctx, servers.redisAuth.Addr(), "CONFIG", "SET", "requirepass", redisAuthPassword); err != nil {
+		return err
+	}
+	if servers.redisUnsafe, err = env.RedisWith("--maxmemory-policy", "allkeys-lru"); err != nil {
+		return err
+	}
+	if servers.certs, err = makeCerts(env.TempDir()); err != nil {
+		return err
+	}
+	if servers.redisTLS, err = startRedisTLS(env, servers.certs); err != nil {
+		return err
+	}
+	if servers.etcdTLS, err = startEtcdTLS(env, servers.certs); err != nil {
+		return err
+	}
+	servers.sentinel, err = startSentinel(env, master)
+	return err
 }
 
 // mysqlURL turns a go-sql-driver/mysql DSN over TCP into distlock's mysql:// URL.

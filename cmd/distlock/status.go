@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -16,28 +15,35 @@ const statusSessionTimeout = 10 * time.Second
 
 // cmdStatus is "distlock status".
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer, env []string) int {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	backendURL := fs.String("backend", "", "backend URL")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, usageText)
-			return exitOK
-		}
+	var backendURL string
+	log := &flagLog{}
+	fs := newFlagSet("status")
+	fs.SetInterspersed(true)
+	fs.Var(&stringValue{p: &backendURL, log: log, name: "backend"}, "backend", "")
+	rest, _, err := parsePhase(fs, args)
+	if isHelp(err) {
+		fmt.Fprint(stdout, usageText)
+		return exitOK
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "distlock status: %s\n", oneLine(err))
 		return exitUsage
 	}
-	if fs.NArg() != 1 || fs.Arg(0) == "" {
+	if len(rest) != 1 || rest[0] == "" {
 		fmt.Fprintln(stderr, "distlock status: want exactly one KEY: distlock status [--backend URL] KEY")
 		return exitUsage
 	}
-	key := fs.Arg(0)
+	key := rest[0]
+	red := redactorFor(backendURL, env)
+	fail := func(format string, args ...any) {
+		fmt.Fprintln(stderr, red.text("distlock status: "+fmt.Sprintf(format, args...)))
+	}
 
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	b, err := openBackend(ctx, *backendURL, env, openOptions{ttl: statusSessionTimeout})
+	b, err := openBackend(ctx, backendURL, env, openOptions{ttl: statusSessionTimeout})
 	if err != nil {
-		fmt.Fprintf(stderr, "distlock status: %s\n", oneLine(err))
+		fail("%s", oneLine(err))
 		if isUsage(err) {
 			return exitUsage
 		}
@@ -46,7 +52,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	defer b.close()
 	in, ok := b.locker.(distlock.Inspector)
 	if !ok {
-		fmt.Fprintf(stderr, "distlock status: the backend %T cannot report holders\n", b.locker)
+		fail("the backend %T cannot report holders", b.locker)
 		return exitUsage
 	}
 	h, err := in.Inspect(ctx, key)
@@ -55,10 +61,10 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer, env
 		fmt.Fprintf(stdout, "%q is free\n", key)
 		return exitFree
 	case errors.Is(err, distlock.ErrInvalid):
-		fmt.Fprintf(stderr, "distlock status: %s\n", oneLine(err))
+		fail("%s", oneLine(err))
 		return exitUsage
 	case err != nil:
-		fmt.Fprintf(stderr, "distlock status: inspect %q: %s\n", key, oneLine(err))
+		fail("inspect %q: %s", key, oneLine(err))
 		return exitFailed
 	}
 	owner := h.Owner

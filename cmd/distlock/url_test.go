@@ -128,14 +128,14 @@ func TestUserCacheDir(t *testing.T) {
 // TestRunInProcess calls run directly for what needs no backend.
 func TestRunInProcess(t *testing.T) {
 	var out, errOut strings.Builder
-	if code := run([]string{"help"}, nil, &out, &errOut, nil); code != 0 || !strings.Contains(out.String(), "distlock run [flags] KEY -- CMD") {
+	if code := run([]string{"help"}, nil, &out, &errOut, nil); code != 0 || !strings.Contains(out.String(), "distlock run [flags] KEY [flags] -- CMD") {
 		t.Fatalf("help: %d %q", code, out.String())
 	}
 	out.Reset()
 	if code := run([]string{"run", "--ttl", "x", "k", "--", "true"}, nil, &out, &errOut, nil); code != exitUsage {
 		t.Fatalf("bad ttl: %d", code)
 	}
-	if !strings.HasPrefix(errOut.String(), "distlock run: invalid value") {
+	if !strings.HasPrefix(errOut.String(), "distlock run: --ttl x: want a duration") {
 		t.Fatalf("stderr %q", errOut.String())
 	}
 }
