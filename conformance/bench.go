@@ -63,9 +63,11 @@ func pair(b *testing.B, ctx context.Context, c Client, key string, ttl time.Dura
 	}
 }
 
-// handoff runs b.N acquisitions of one key by 16 clients.
+// handoff runs b.N acquisitions of one key by 16 clients. A client that released
+// the key queues again only once another has taken it, so that every acquisition
+// is a hand-off to a client that was already waiting.
 func handoff(b *testing.B, h Harness, ttl time.Duration) {
-	const clients, perClient = 16, 1
+	const clients = 16
 	cs := make([]Client, clients)
 	for i := range cs {
 		cs[i] = h.NewClient(b)
@@ -74,45 +76,54 @@ func handoff(b *testing.B, h Harness, ttl time.Duration) {
 	ctx, cancel := context.WithCancel(b.Context())
 	defer cancel()
 	var (
-		acquired atomic.Int64
-		unlocked atomic.Int64 // UnixNano of the latest Unlock's start; 0 before the first
 		mu       sync.Mutex
+		acquired int
+		handed   = make(chan struct{}) // closed, and replaced, at every acquisition
+		released time.Time             // when the latest holder called Unlock
 		gaps     []time.Duration
 		failed   atomic.Pointer[error]
 		wg       sync.WaitGroup
 	)
-	epoch := time.Now()
+	fail := func(err error) {
+		if ctx.Err() == nil {
+			failed.CompareAndSwap(nil, &err)
+			cancel()
+		}
+	}
 	b.ResetTimer()
 	for _, c := range cs {
-		for range perClient {
-			wg.Go(func() {
-				for ctx.Err() == nil && acquired.Load() < int64(b.N) {
-					lease, err := distlock.Lock(ctx, c.Locker, key, ttl, nil)
-					if err != nil {
-						if ctx.Err() == nil {
-							failed.CompareAndSwap(nil, &err)
-							cancel()
-						}
-						return
-					}
-					now := time.Since(epoch)
-					if u := unlocked.Load(); u != 0 {
-						mu.Lock()
-						gaps = append(gaps, now-time.Duration(u))
-						mu.Unlock()
-					}
-					if acquired.Add(1) >= int64(b.N) {
-						cancel() // the others stop waiting
-					}
-					unlocked.Store(int64(time.Since(epoch)))
-					if err := c.Unlock(context.WithoutCancel(ctx), lease); err != nil {
-						failed.CompareAndSwap(nil, &err)
-						cancel()
-						return
-					}
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				lease, err := distlock.Lock(ctx, c.Locker, key, ttl, nil)
+				if err != nil {
+					fail(err)
+					return
 				}
-			})
-		}
+				now := time.Now()
+				mu.Lock()
+				if !released.IsZero() {
+					gaps = append(gaps, now.Sub(released))
+				}
+				acquired++
+				done := acquired >= b.N
+				close(handed)
+				handed = make(chan struct{})
+				next := handed
+				released = time.Now()
+				mu.Unlock()
+				if done {
+					cancel() // the others stop waiting
+				}
+				if err := c.Unlock(context.WithoutCancel(ctx), lease); err != nil {
+					fail(err)
+					return
+				}
+				select { // queue again once another client has the key
+				case <-next:
+				case <-ctx.Done():
+				}
+			}
+		})
 	}
 	wg.Wait()
 	b.StopTimer()

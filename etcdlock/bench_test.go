@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/conformance"
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -75,31 +75,22 @@ func runUncontended(b *testing.B, c *rttCounter, op func()) {
 	b.ReportMetric(float64(c.Load()-before)/float64(n), "rtt/op")
 }
 
-// BenchmarkContended16: 16 clients, each its own connection and session, take turns
-// on one key; each waits for the key (distlock.Lock through Wait, Mutex.Lock through
-// its queue) and releases it at once. An op is one acquisition.
+// BenchmarkConformance measures etcdlock with the conformance suite's workloads
+// (uncontended pairs, a handoff among 16 clients with its gap), clients connected
+// directly to the single member.
+func BenchmarkConformance(b *testing.B) {
+	conformance.RunBenchmarks(b, conformance.Harness{NewClient: func(t testing.TB) conformance.Client {
+		return conformance.Client{Locker: newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)}
+	}})
+}
+
+// BenchmarkContended16: the peer's side of BenchmarkConformance/Handoff: 16 clients,
+// each its own connection and session, take turns on one key with Mutex.Lock (its
+// queue) and release it at once. An op is one acquisition.
 func BenchmarkContended16(b *testing.B) {
 	const waiters = 16
 	ctx := context.Background()
 	endpoints := []string{etcdSrv.Addr()}
-	b.Run("etcdlock", func(b *testing.B) {
-		var c rttCounter
-		key := "bench-" + distlock.NewToken()
-		ls := make([]*etcdlock.Locker, waiters)
-		for i := range ls {
-			ls[i] = newLocker(b, newClient(b, endpoints, &c), nil)
-		}
-		runContended(b, &c, waiters, func(i int) {
-			lease, err := distlock.Lock(ctx, ls[i], key, benchTTL, nil)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			if err := ls[i].Unlock(ctx, lease); err != nil {
-				b.Error(err)
-			}
-		})
-	})
 	b.Run("mutex", func(b *testing.B) {
 		var c rttCounter
 		pfx := "bench-mutex-" + distlock.NewToken()

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/conformance"
 )
 
 // The benchmarks compare an uncontended TryLock+Unlock with its floor: the same two
@@ -156,4 +157,15 @@ func BenchmarkWaitFreeKey(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkConformance measures redislock with the conformance suite's workloads:
+// uncontended pairs, and a hand-off among 16 Lockers (each with a client of its own)
+// that wait through pub/sub, with the gap from an Unlock to the next acquisition.
+func BenchmarkConformance(b *testing.B) {
+	conformance.RunBenchmarks(b, conformance.Harness{NewClient: func(t testing.TB) conformance.Client {
+		c := redis.NewClient(&redis.Options{Addr: redisSrv.Addr()})
+		t.Cleanup(func() { _ = c.Close() })
+		return conformance.Client{Locker: newLockerOn(t, c, nil)}
+	}})
 }

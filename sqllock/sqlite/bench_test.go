@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/distlock/distlock/sqllock/internal/sqltest"
 )
@@ -13,4 +14,16 @@ import (
 func BenchmarkTryLockUnlock(b *testing.B) {
 	l, _ := newClient(b, filepath.Join(b.TempDir(), "bench.db"), &sqllock.Options{Table: "bench"})
 	sqltest.BenchTryLockUnlock(b, l)
+}
+
+// BenchmarkConformance measures the Locker with the conformance suite's workloads on
+// one database file: uncontended pairs, and a hand-off among 16 Lockers (each with a
+// handle of its own, as 16 processes would have), with the gap from an Unlock to the
+// next acquisition.
+func BenchmarkConformance(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "bench.db")
+	conformance.RunBenchmarks(b, conformance.Harness{NewClient: func(t testing.TB) conformance.Client {
+		l, _ := newClient(t, path, &sqllock.Options{Table: "bench"})
+		return conformance.Client{Locker: l}
+	}})
 }
