@@ -44,7 +44,7 @@ func etcdClient(ctx context.Context, u *backendURL) (*clientv3.Client, error) {
 	if err := u.noQuery(); err != nil {
 		return nil, err
 	}
-	if err := reachAny(ctx, "etcd", eps); err != nil {
+	if err := reachAny(ctx, "etcd", eps, tlsCfg); err != nil {
 		return nil, err
 	}
 	cfg := clientv3.Config{

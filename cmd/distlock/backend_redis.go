@@ -15,7 +15,7 @@ import (
 
 // openRedis opens redis://, rediss:// or redis-sentinel:// (see redisClient).
 func openRedis(ctx context.Context, u *backendURL, o openOptions) (*backend, error) {
-	client, err := redisClient(u)
+	client, err := redisClient(ctx, u)
 	if err != nil {
 		return nil, err
 	}
@@ -35,7 +35,7 @@ func openRedis(ctx context.Context, u *backendURL, o openOptions) (*backend, err
 //
 // The user and password of a redis-sentinel:// URL are the master's; the
 // sentinels' are sentinel_username and sentinel_password (none by default).
-func redisClient(u *backendURL) (*redis.Client, error) {
+func redisClient(ctx context.Context, u *backendURL) (*redis.Client, error) {
 	if vals, ok := u.query["skip_verify"]; ok { // go-redis' name
 		delete(u.query, "skip_verify")
 		u.query["insecure_skip_verify"] = vals
@@ -45,7 +45,7 @@ func redisClient(u *backendURL) (*redis.Client, error) {
 		return nil, err
 	}
 	if u.scheme == "redis-sentinel" {
-		return sentinelClient(u, tlsCfg)
+		return sentinelClient(ctx, u, tlsCfg)
 	}
 	if len(u.hosts) != 1 {
 		return nil, badURL(u, "want exactly one host (use redlock:// for several independent masters, redis-sentinel:// for sentinels)")
@@ -62,11 +62,17 @@ func redisClient(u *backendURL) (*redis.Client, error) {
 		return nil, badURL(u, "%s", newRedactor(u).text(err.Error()))
 	}
 	opt.TLSConfig = tlsCfg
+	if tlsCfg != nil {
+		// A certificate that does not verify is reported at once, not retried.
+		if err := reachAny(ctx, "redis", []string{opt.Addr}, tlsCfg); err != nil && isTLSRefusal(err) {
+			return nil, err
+		}
+	}
 	return redis.NewClient(opt), nil
 }
 
 // sentinelClient returns a go-redis failover client of a redis-sentinel:// URL.
-func sentinelClient(u *backendURL, tlsCfg *tls.Config) (*redis.Client, error) {
+func sentinelClient(ctx context.Context, u *backendURL, tlsCfg *tls.Config) (*redis.Client, error) {
 	addrs, err := u.hostsWithPort("26379")
 	if err != nil {
 		return nil, err
@@ -99,5 +105,10 @@ func sentinelClient(u *backendURL, tlsCfg *tls.Config) (*redis.Client, error) {
 		}
 	}
 	opt.TLSConfig = tlsCfg
+	if tlsCfg != nil {
+		if err := reachAny(ctx, "redis sentinel", addrs, tlsCfg); err != nil && isTLSRefusal(err) {
+			return nil, err
+		}
+	}
 	return redis.NewFailoverClient(opt), nil
 }

@@ -24,7 +24,7 @@ import (
 //
 // The TLS parameters (see tlsconfig.go) apply to every master.
 func openRedlock(ctx context.Context, u *backendURL, o openOptions) (*backend, error) {
-	clients, closeAll, err := redlockClients(u)
+	clients, closeAll, err := redlockClients(ctx, u)
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +43,7 @@ func openRedlock(ctx context.Context, u *backendURL, o openOptions) (*backend, e
 
 // redlockClients returns one go-redis client per master of u, with u's TLS
 // parameters (which it removes from u's query), and a function that closes them.
-func redlockClients(u *backendURL) ([]redis.UniversalClient, func(), error) {
+func redlockClients(ctx context.Context, u *backendURL) ([]redis.UniversalClient, func(), error) {
 	addrs, err := u.hostsWithPort("6379")
 	if err != nil {
 		return nil, nil, err
@@ -56,6 +56,12 @@ func redlockClients(u *backendURL) ([]redis.UniversalClient, func(), error) {
 	if p := strings.Trim(u.path, "/"); p != "" {
 		if db, err = strconv.Atoi(p); err != nil || db < 0 {
 			return nil, nil, badURL(u, "bad database number %q", p)
+		}
+	}
+	if tlsCfg != nil {
+		// A certificate that does not verify is reported at once, not retried.
+		if err := reachAny(ctx, "redlock", addrs, tlsCfg); err != nil && isTLSRefusal(err) {
+			return nil, nil, err
 		}
 	}
 	var user, pass string

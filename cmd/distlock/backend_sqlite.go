@@ -1,9 +1,16 @@
+//go:build (darwin && (amd64 || arm64)) || (freebsd && (386 || amd64 || arm || arm64)) || (illumos && amd64) || (linux && (386 || amd64 || arm || arm64 || loong64 || ppc64le || riscv64 || s390x)) || (netbsd && amd64) || (openbsd && (amd64 || arm64)) || (windows && (386 || amd64 || arm64))
+
+// The platforms above are those that modernc.org/sqlite (v1.62) has a port for;
+// backend_nosqlite.go is the same condition negated. Elsewhere distlock builds
+// without SQLite.
+
 package main
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/distlock/distlock/sqllock"
@@ -13,33 +20,6 @@ import (
 // sqliteBusyTimeout is how long, in milliseconds, a statement waits for another
 // process's write lock on the file.
 const sqliteBusyTimeout = 10000
-
-// openSQLite opens sqlite:///absolute/path or sqlite:relative/path.
-func openSQLite(ctx context.Context, u *backendURL, o openOptions) (*backend, error) {
-	path, err := sqlitePath(u)
-	if err != nil {
-		return nil, err
-	}
-	return openSQLiteFile(ctx, path, o)
-}
-
-// sqlitePath returns the file that a sqlite: URL names.
-func sqlitePath(u *backendURL) (string, error) {
-	path := u.opaque
-	if u.hier {
-		if len(u.hosts) > 0 && !(len(u.hosts) == 1 && u.hosts[0] == "localhost") {
-			return "", badURL(u, "want sqlite:///absolute/path.db or sqlite:relative/path.db (three slashes before an absolute path)")
-		}
-		path = u.path
-	}
-	if err := u.noQuery(); err != nil {
-		return "", err
-	}
-	if path == "" || strings.HasSuffix(path, "/") {
-		return "", badURL(u, "no database file")
-	}
-	return path, nil
-}
 
 // openSQLiteFile opens (creating it if missing) the SQLite database file path.
 func openSQLiteFile(ctx context.Context, path string, o openOptions) (*backend, error) {
@@ -56,4 +36,11 @@ func openSQLiteFile(ctx context.Context, path string, o openOptions) (*backend, 
 		return nil, fmt.Errorf("SQLite database %s: %w", path, err)
 	}
 	return &backend{locker: l, close: closeLocker(l.Close, func() { db.Close() })}, nil
+}
+
+// openSQLiteReadOnly opens the SQLite file at path read-only: it fails, and
+// creates nothing, when the file does not exist.
+func openSQLiteReadOnly(path string) (*sql.DB, error) {
+	dsn := (&url.URL{Scheme: "file", Path: path, RawQuery: fmt.Sprintf("mode=ro&_pragma=busy_timeout(%d)", sqliteBusyTimeout)}).String()
+	return sql.Open("sqlite", dsn)
 }

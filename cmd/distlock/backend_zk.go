@@ -83,7 +83,7 @@ func zkTargetOf(u *backendURL) (zkTarget, error) {
 // ("connection refused"): go-zookeeper retries unreachable servers until ctx ends.
 func (t zkTarget) connect(ctx context.Context, timeout time.Duration) (*zklock.Session, error) {
 	servers, tlsCfg := t.servers, t.tls
-	if err := reachAny(ctx, "zk", servers); err != nil {
+	if err := reachAny(ctx, "zk", servers, tlsCfg); err != nil {
 		return nil, err
 	}
 	// go-zookeeper logs every failed dial and reconnection, and retries until ctx

@@ -90,9 +90,10 @@ func consensusMembers(r *checkReport, setting string, n int) {
 	}
 }
 
-// checkZooKeeper reads the ensemble's configuration through a session, and each
+// checkZooKeeper reads the ensemble's configuration through a session, each
 // server's version and mode with the four-letter word srvr (whitelisted by
-// default since ZooKeeper 3.5), and conf for forceSync where conf is allowed.
+// default since ZooKeeper 3.5), and whether it syncs its log with mntr where
+// mntr is allowed.
 func checkZooKeeper(ctx context.Context, u *backendURL) (*checkReport, error) {
 	t, err := zkTargetOf(u)
 	if err != nil {
@@ -118,16 +119,9 @@ func checkZooKeeper(ctx context.Context, u *backendURL) (*checkReport, error) {
 			continue
 		}
 		modes[f["Mode"]]++
-		r.server("%s: ZooKeeper %s, %s", s, strings.SplitN(f["Zookeeper version"], ",", 2)[0], f["Mode"])
-		if out, err := zkFourLetter(ctx, s, "conf", tlsCfg); err == nil {
-			if v, ok := zkFields(out)["forceSync"]; ok {
-				if strings.EqualFold(v, "no") || strings.EqualFold(v, "false") {
-					r.add(sevUnsafe, s+" forceSync", v, "the server acknowledges writes before they reach the disk: a crash of the machine loses locks just taken and can repeat zxids, which fences come from; set forceSync=yes")
-				} else {
-					r.ok(s+" forceSync", v)
-				}
-			}
-		}
+		version, _, _ := strings.Cut(f["Zookeeper version"], "-") // 3.8.0-<commit>, built on ...
+		r.server("%s: ZooKeeper %s, %s", s, version, f["Mode"])
+		zkForceSync(ctx, r, s, tlsCfg)
 	}
 	cfg, _, err := sess.Conn().Get("/zookeeper/config")
 	voters := 0
@@ -147,6 +141,38 @@ func checkZooKeeper(ctx context.Context, u *backendURL) (*checkReport, error) {
 		r.add(sevUnchecked, "voters", "", "the ensemble's membership could not be read (/zookeeper/config is empty and srvr did not answer)")
 	}
 	return r, nil
+}
+
+// zkForceSync infers the server's forceSync from its metrics (mntr): with
+// forceSync=yes every transaction it logs is fsynced and timed, and check's own
+// session was one such transaction, so a count of zero fsyncs means forceSync=no.
+// The setting itself is not visible remotely (conf does not show it).
+func zkForceSync(ctx context.Context, r *checkReport, addr string, tlsCfg *tls.Config) {
+	out, err := zkFourLetter(ctx, addr, "mntr", tlsCfg)
+	if err != nil {
+		r.add(sevNote, addr+" forceSync", "", "not visible: mntr failed (%s); make sure forceSync is not set to no", oneLine(err))
+		return
+	}
+	n, ok := zkMetrics(out)["zk_cnt_fsynctime"]
+	switch {
+	case !ok:
+		r.add(sevNote, addr+" forceSync", "", "not visible (mntr is not allowed: 4lw.commands.whitelist); make sure forceSync is not set to no")
+	case n == "0":
+		r.add(sevUnsafe, addr+" forceSync", "no", "(inferred: the server logged this check's session without an fsync) it acknowledges writes before they reach the disk: a crash of the machine loses locks just taken and can repeat zxids, which fences come from; remove forceSync=no")
+	default:
+		r.ok(addr+" forceSync", "yes (inferred: "+n+" fsyncs since the server started)")
+	}
+}
+
+// zkMetrics parses the "name<TAB>value" lines of mntr's answer.
+func zkMetrics(s string) map[string]string {
+	m := make(map[string]string)
+	for line := range strings.SplitSeq(s, "\n") {
+		if k, v, ok := strings.Cut(line, "\t"); ok {
+			m[k] = strings.TrimSpace(v)
+		}
+	}
+	return m
 }
 
 // zkFourLetter sends a four-letter word to the ZooKeeper server at addr (over TLS

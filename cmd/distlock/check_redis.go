@@ -12,7 +12,7 @@ import (
 // redislock's CheckServer: eviction, persistence, replicas (a failover loses
 // what the replica had not received).
 func checkRedis(ctx context.Context, u *backendURL) (*checkReport, error) {
-	client, err := redisClient(u)
+	client, err := redisClient(ctx, u)
 	if err != nil {
 		return nil, err
 	}
@@ -36,7 +36,7 @@ func checkRedis(ctx context.Context, u *backendURL) (*checkReport, error) {
 // checkRedlock checks every master of a redlock:// backend with redlock's
 // CheckServer.
 func checkRedlock(ctx context.Context, u *backendURL) (*checkReport, error) {
-	clients, closeAll, err := redlockClients(u)
+	clients, closeAll, err := redlockClients(ctx, u)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"strings"
 
@@ -145,8 +144,7 @@ func checkSQLite(ctx context.Context, path string) (*checkReport, error) {
 		r.server("%s: no such file yet (distlock run creates it)", path)
 		return r, nil
 	}
-	dsn := (&url.URL{Scheme: "file", Path: path, RawQuery: fmt.Sprintf("mode=ro&_pragma=busy_timeout(%d)", sqliteBusyTimeout)}).String()
-	db, err := sql.Open("sqlite", dsn)
+	db, err := openSQLiteReadOnly(path)
 	if err != nil {
 		return nil, fmt.Errorf("open SQLite database %s: %w", path, err)
 	}

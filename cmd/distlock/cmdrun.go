@@ -195,32 +195,51 @@ func (r *runner) acquire(ctx context.Context, l distlock.Locker) (distlock.Lease
 		return lease, err
 	}
 	wctx := ctx // bounded by --wait's timeout already
-	if r.c.verbose {
-		// One attempt first, to say that the key is held before waiting for it.
-		tctx, cancel := context.WithTimeout(wctx, opTimeout)
-		lease, err := l.TryLock(tctx, r.c.key, r.ttl)
-		cancel()
-		switch {
-		case err == nil:
+	// One attempt first, to say at once why distlock waits: the key is held (with
+	// -v), or the backend does not answer.
+	tctx, cancel := context.WithTimeout(wctx, opTimeout)
+	lease, err := l.TryLock(tctx, r.c.key, r.ttl)
+	cancel()
+	switch {
+	case err == nil:
+		if r.obs.Logger != nil {
 			r.obs.Logger.Debug("distlock acquire", "key", r.c.key, "fence", lease.Fence)
-			return lease, nil
-		case errors.Is(err, distlock.ErrLocked):
+		}
+		return lease, nil
+	case errors.Is(err, distlock.ErrInvalid) || wctx.Err() != nil || permanent(err):
+		return lease, err
+	case errors.Is(err, distlock.ErrLocked):
+		if r.c.verbose {
 			r.logf("%q is held by another owner; waiting", r.c.key)
-		case errors.Is(err, distlock.ErrInvalid):
-			return lease, err
 		}
 	}
+	last := ""
 	for {
+		if err != nil && !errors.Is(err, distlock.ErrLocked) {
+			// Once per distinct error: Lock ends each round with the last one.
+			if msg := oneLine(lastOf(err)); msg != last {
+				r.logf("waiting for %q: %s; still trying (--wait)", r.c.key, msg)
+				last = msg
+			}
+		}
 		rctx, cancel := context.WithTimeout(wctx, opTimeout)
-		lease, err := distlock.Lock(rctx, l, r.c.key, r.ttl, &distlock.LockOptions{Observer: r.obs})
+		lease, err = distlock.Lock(rctx, l, r.c.key, r.ttl, &distlock.LockOptions{Observer: r.obs})
 		cancel()
-		if err == nil || wctx.Err() != nil || errors.Is(err, distlock.ErrInvalid) {
+		if err == nil || wctx.Err() != nil || errors.Is(err, distlock.ErrInvalid) || permanent(err) {
 			return lease, err
 		}
-		if !errors.Is(err, distlock.ErrLocked) {
-			r.logf("waiting for %q: %s; still trying", r.c.key, oneLine(err))
+	}
+}
+
+// lastOf returns the first error that err joins (Lock joins its last attempt's
+// error with its context's), or err.
+func lastOf(err error) error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		if errs := j.Unwrap(); len(errs) > 0 {
+			return errs[0]
 		}
 	}
+	return err
 }
 
 // acquireFailed reports why the key was not acquired and returns the exit status.

@@ -25,11 +25,18 @@ var bin string
 // procTimeout bounds every distlock process a test runs.
 const procTimeout = 90 * time.Second
 
+// envTestBin, when set, names a distlock binary for the tests to run instead of
+// building this package: a build of an older commit, to show that a new test
+// fails on the code as it was.
+const envTestBin = "DISTLOCK_TEST_BIN"
+
 func TestMain(m *testing.M) {
 	testenv.Main(m, func(env *testenv.Env) error {
 		var err error
-		if bin, err = buildBinary(env.TempDir()); err != nil {
-			return err
+		if bin = os.Getenv(envTestBin); bin == "" {
+			if bin, err = buildBinary(env.TempDir()); err != nil {
+				return err
+			}
 		}
 		return startServers(env)
 	})

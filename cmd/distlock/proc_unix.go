@@ -78,7 +78,11 @@ func inTerminalForeground(stdin io.Reader) bool {
 		return false
 	}
 	pgrp, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
-	return err == nil && pgrp == unix.Getpgrp()
+	if err != nil {
+		return false
+	}
+	own, err := unix.Getpgid(0)
+	return err == nil && pgrp == own
 }
 
 // signal sends sig to CMD: to its process group when it has its own.

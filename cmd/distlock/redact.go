@@ -33,7 +33,9 @@ func isSecretParam(name string) bool {
 // redacted returns u for messages: its password and secret query values
 // replaced by xxxxx (url.URL.Redacted), the hosts as given.
 func (u *backendURL) redacted() string {
-	v := &url.URL{Scheme: u.scheme, User: u.user, Opaque: u.opaque}
+	// An opaque part with an '@' is more likely a URL without "//" than a file
+	// name: hide what may be a password in it.
+	v := &url.URL{Scheme: u.scheme, User: u.user, Opaque: redactLoose(u.opaque)}
 	if u.hier {
 		v.Host, v.Path = strings.Join(u.hosts, ","), u.path
 	}

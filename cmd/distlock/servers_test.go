@@ -19,16 +19,17 @@ var backendURLs = map[string]string{}
 // servers are the handles of the servers that tests stop, restart or configure,
 // and the servers that only some tests use. startServers fills it in.
 var servers struct {
-	postgres *testenv.PostgresServer
-	mariadb  *testenv.MariaDBServer
+	redis, etcd, zk *testenv.Server
+	postgres        *testenv.PostgresServer
+	mariadb         *testenv.MariaDBServer
 	// redisAuth asks for the password redisAuthPassword.
 	redisAuth *testenv.Server
 	// redisUnsafe evicts any key under memory pressure (allkeys-lru).
 	redisUnsafe *testenv.Server
-	// redisTLS and etcdTLS listen only for TLS, with certificates that certs
+	// redisTLS, etcdTLS and zkTLS listen only for TLS, with certificates that certs
 	// signed.
-	redisTLS, etcdTLS *testenv.Server
-	certs             *testCerts
+	redisTLS, etcdTLS, zkTLS *testenv.Server
+	certs                    *testCerts
 	// sentinel is a Redis Sentinel that monitors the master "mymaster" (the
 	// server of backendURLs["redis"]); empty when redis-server cannot run one.
 	sentinel string
@@ -45,6 +46,7 @@ func startServers(env *testenv.Env) error {
 		return err
 	}
 	backendURLs["redis"] = "redis://" + redisSrv.Addr()
+	servers.redis = redisSrv
 
 	nodes, err := env.RedisNodes(3)
 	if err != nil {
@@ -61,12 +63,14 @@ func startServers(env *testenv.Env) error {
 		return err
 	}
 	backendURLs["etcd"] = "etcd://" + strings.TrimPrefix(etcd.Addr(), "http://")
+	servers.etcd = etcd
 
 	zk, err := env.ZooKeeper()
 	if err != nil {
 		return err
 	}
 	backendURLs["zk"] = "zk://" + zk.Addr()
+	servers.zk = zk
 
 	pg, err := env.Postgres()
 	if err != nil {
@@ -107,6 +111,9 @@ func startExtraServers(env *testenv.Env, master *testenv.Server) error {
 		return err
 	}
 	if servers.etcdTLS, err = startEtcdTLS(env, servers.certs); err != nil {
+		return err
+	}
+	if servers.zkTLS, err = startZooKeeperTLS(env, servers.certs); err != nil {
 		return err
 	}
 	servers.sentinel, err = startSentinel(env, master)

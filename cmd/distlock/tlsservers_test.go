@@ -162,3 +162,51 @@ func startEtcdTLS(env *testenv.Env, c *testCerts) (*testenv.Server, error) {
 		ReadyTimeout: 60 * time.Second,
 	})
 }
+
+// startZooKeeperTLS starts a standalone ZooKeeper that listens only on a secure
+// client port (Netty, PEM key and trust stores), with the default forceSync=yes.
+func startZooKeeperTLS(env *testenv.Env, c *testCerts) (*testenv.Server, error) {
+	java, err := testenv.LookBin("java", "/usr/lib/jvm/*/bin")
+	if err != nil {
+		return nil, err
+	}
+	jars := []string{"/usr/share/java", "/usr/share/zookeeper", "/usr/share/zookeeper/lib"}
+	classpath, err := testenv.LookBin("zookeeper.jar", jars...) // its manifest names netty and the rest
+	if err != nil {
+		return nil, err
+	}
+	// The secure port needs netty's codec, which the manifest does not name.
+	for _, jar := range []string{"netty-codec.jar", "netty-resolver.jar", "slf4j-simple.jar"} {
+		if p, err := testenv.LookBin(jar, "/usr/share/java"); err == nil {
+			classpath += string(os.PathListSeparator) + p
+		}
+	}
+	return env.StartProcess(testenv.ProcessSpec{
+		Name: "zookeeper-tls",
+		Bin:  java,
+		Args: []string{"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true",
+			"-Dzookeeper.serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+			"-Dzookeeper.ssl.keyStore.location=" + c.both, "-Dzookeeper.ssl.keyStore.type=PEM",
+			"-Dzookeeper.ssl.trustStore.location=" + c.ca, "-Dzookeeper.ssl.trustStore.type=PEM",
+			"-Dzookeeper.ssl.clientAuth=none",
+			"-cp", classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", "{dir}/zoo.cfg"},
+		Prepare: func(s *testenv.Server) error {
+			cfg := fmt.Sprintf("tickTime=200\nminSessionTimeout=400\nmaxSessionTimeout=30000\ndataDir=%s\n"+
+				"secureClientPort=%d\nsecureClientPortAddress=127.0.0.1\nadmin.enableServer=false\n"+
+				"4lw.commands.whitelist=srvr,mntr\n", filepath.Join(s.Dir, "data"), s.Port())
+			return os.WriteFile(filepath.Join(s.Dir, "zoo.cfg"), []byte(cfg), 0o644)
+		},
+		Ready: func(ctx context.Context, addr string) error {
+			out, err := zkFourLetter(ctx, addr, "srvr", c.clientTLS())
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(out, "Mode: standalone") {
+				return fmt.Errorf("srvr answered %q", out)
+			}
+			return nil
+		},
+		ReadyTimeout: 60 * time.Second,
+		StopTimeout:  10 * time.Second,
+	})
+}
