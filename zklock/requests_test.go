@@ -1,0 +1,65 @@
+package zklock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testenv"
+	"github.com/distlock/distlock/zklock"
+)
+
+// TestRequestsPerPair pins the ZooKeeper requests of an uncontended TryLock+Unlock,
+// and the round trips they take (the fewest of several pairs, so that a scheduler
+// that delays a pipelined request once does not count). On a key whose node exists:
+// the lock node's create, then its listing and stat (pipelined), then the delete:
+// three round trips, as many as zk.Lock's. On a fresh key, a create that finds no key
+// node and the key node's create come first: five.
+func TestRequestsPerPair(t *testing.T) {
+	w := newWire()
+	opts := *quiet
+	opts.Dialer = w.dial
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := zklock.Connect(ctx, standaloneAddrs(), sessionTimeout, &opts)
+	require.NoError(t, err)
+	defer s.Close()
+	l, err := zklock.New(s, &zklock.Options{TickTime: testenv.ZooKeeperTickTime})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, l.Close()) }()
+
+	pair := func(key string) (ops string, rounds int) {
+		w.reset()
+		lease, err := l.TryLock(ctx, key, 30*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(ctx, lease))
+		ops, _, rounds = w.snapshot()
+		return ops, rounds
+	}
+	prefix := "requests-" + distlock.NewToken()[:10] + "-"
+	pair(prefix) // Prefix's nodes exist from here on
+
+	const pairs = 10
+	fewest := func(key func(i int) string, wantOps string) int {
+		least := -1
+		for i := range pairs {
+			ops, rounds := pair(key(i))
+			require.Equal(t, wantOps, ops, "pair %d", i)
+			if least < 0 || rounds < least {
+				least = rounds
+			}
+		}
+		return least
+	}
+	one := prefix + "one"
+	pair(one)
+	rounds := fewest(func(int) string { return one }, "create=1 delete=1 exists=1 getChildren2=1")
+	require.Equal(t, 3, rounds, "round trips of a pair on a key whose node exists")
+
+	rounds = fewest(func(i int) string { return prefix + "fresh-" + string(rune('a'+i)) },
+		"create=2 createContainer=1 delete=1 exists=1 getChildren2=1")
+	require.Equal(t, 5, rounds, "round trips of a pair on a fresh key")
+}
