@@ -417,11 +417,10 @@ func (s *Server) launch() (*proc, error) {
 	cmd.Env = env
 	cmd.Stdout = logf
 	cmd.Stderr = logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Setpgid:    true,            // signals reach the whole server, not the test binary
-		Pdeathsig:  syscall.SIGKILL, // no orphans if the test binary dies
+	cmd.SysProcAttr = withDeathSignal(&syscall.SysProcAttr{ // no orphans if the test binary dies
+		Setpgid:    true, // signals reach the whole server, not the test binary
 		Credential: s.cred,
-	}
+	})
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", s.spec.Bin, err)
 	}
@@ -605,7 +604,7 @@ func credentialFor(name string) (*syscall.Credential, error) {
 func RunCommand(ctx context.Context, userName, dir, bin string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = withDeathSignal(&syscall.SysProcAttr{})
 	if userName != "" {
 		cred, err := credentialFor(userName)
 		if err != nil {
