@@ -160,7 +160,7 @@ func zkForceSync(ctx context.Context, r *checkReport, addr string, tlsCfg *tls.C
 	case n == "0":
 		r.add(sevUnsafe, addr+" forceSync", "no", "(inferred: the server logged this check's session without an fsync) it acknowledges writes before they reach the disk: a crash of the machine loses locks just taken and can repeat zxids, which fences come from; remove forceSync=no")
 	default:
-		r.ok(addr+" forceSync", "yes (inferred: "+n+" fsyncs since the server started)")
+		r.ok(addr+" forceSync", "yes (inferred: "+n+" fsync(s) since the server started)")
 	}
 }
 

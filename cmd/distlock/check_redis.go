@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/redislock"
 	"github.com/distlock/distlock/redlock"
@@ -28,9 +31,28 @@ func checkRedis(ctx context.Context, u *backendURL) (*checkReport, error) {
 	}
 	r := redisReport(rep)
 	if u.scheme == "redis-sentinel" {
-		r.add(sevNote, "sentinel", "", "Sentinel fails over to a replica that may lack the latest locks and fence increments; redislock's fences are as safe as that failover")
+		sentinelReport(ctx, r, client)
 	}
 	return r, nil
+}
+
+// sentinelReport names the master that the sentinels chose (go-redis calls the
+// failover client's server "FailoverClient"), and notes what a failover does.
+func sentinelReport(ctx context.Context, r *checkReport, client *redis.Client) {
+	var master string
+	if info, err := client.ClientInfo(ctx).Result(); err == nil && info != nil {
+		master = info.LAddr // the master's side of this connection
+	}
+	if master != "" {
+		name := "master " + master
+		for i, s := range r.servers {
+			r.servers[i] = strings.ReplaceAll(s, "FailoverClient", name)
+		}
+		for i := range r.findings {
+			r.findings[i].setting = strings.ReplaceAll(r.findings[i].setting, "FailoverClient", name)
+		}
+	}
+	r.add(sevNote, "sentinel", "", "Sentinel fails over to a replica that may lack the latest locks and fence increments; redislock's fences are as safe as that failover")
 }
 
 // checkRedlock checks every master of a redlock:// backend with redlock's

@@ -39,13 +39,20 @@ func (u *backendURL) redacted() string {
 	if u.hier {
 		v.Host, v.Path = strings.Join(u.hosts, ","), u.path
 	}
-	if len(u.query) > 0 {
-		q := make(url.Values, len(u.query))
-		for k, vals := range u.query {
+	// The query as the user wrote it (openers take parameters out of u.query),
+	// unless it holds a secret.
+	_, rawQuery, _ := strings.Cut(u.raw, "?")
+	q, _ := url.ParseQuery(rawQuery)
+	secret := false
+	for k := range q {
+		secret = secret || isSecretParam(k)
+	}
+	v.RawQuery = rawQuery
+	if secret {
+		for k := range q {
 			if isSecretParam(k) {
-				vals = []string{mask}
+				q[k] = []string{mask}
 			}
-			q[k] = vals
 		}
 		v.RawQuery = strings.ReplaceAll(q.Encode(), url.QueryEscape(mask), mask)
 	}

@@ -70,6 +70,8 @@ func TestSentinel(t *testing.T) {
 	code, out, errOut := runDL(t, env, "check", "--backend", backend)
 	require.Equal(t, 0, code, "stdout %s\nstderr %s", out, errOut)
 	require.Contains(t, out, "note       sentinel:")
+	require.Contains(t, out, "server     master "+servers.redis.Addr()+": Redis 7")
+	require.Contains(t, out, "ok         master "+servers.redis.Addr()+" maxmemory-policy=noeviction")
 
 	code, _, errOut = runDL(t, env, "run", "--backend", "redis-sentinel://"+servers.sentinel+"/nosuchmaster", key, "--", "true")
 	require.Equal(t, exitFailed, code)
