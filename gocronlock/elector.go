@@ -120,8 +120,9 @@ func (el *Elector) Context(ctx context.Context) context.Context {
 }
 
 // Close stops campaigning, resigns the leadership if it has one, and waits until
-// that is done. It never closes the distlock.Locker. It returns nil, also when
-// called again.
+// that is done (the resignation is bounded by 5s: with a backend that cannot be
+// reached, the key then lapses at its ttl). It never closes the distlock.Locker. It
+// returns nil, also when called again.
 func (el *Elector) Close() error {
 	el.cancel()
 	<-el.done
