@@ -18,6 +18,7 @@ vet:
 
 test: install vet
 	$(GO) test $(TEST_FLAGS) ./...
+	cd examples/ownbackend && $(GO) vet ./... && $(GO) test $(TEST_FLAGS) ./...
 	$(MAKE) -C benchmarks smoke
 
 matrix:
