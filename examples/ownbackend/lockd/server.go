@@ -153,7 +153,10 @@ func (s *Server) accept(ln net.Listener, stop chan struct{}) {
 			return
 		}
 		if err != nil {
-			continue // a failed handshake, say: the listener still works
+			// A transient failure (out of file descriptors, say): the listener
+			// still works; pause a moment, as net/http does, rather than spin.
+			time.Sleep(5 * time.Millisecond)
+			continue
 		}
 		s.mu.Lock()
 		if s.stop != stop { // restarted or closed meanwhile
