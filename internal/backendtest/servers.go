@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/backoff"
 
 	"github.com/distlock/distlock/etcdlock"
-	"github.com/distlock/distlock/internal/faultproxy"
+	"github.com/distlock/distlock/faultproxy"
 	"github.com/distlock/distlock/internal/testenv"
 	"github.com/distlock/distlock/redislock"
 	"github.com/distlock/distlock/sqllock"
