@@ -1,11 +1,13 @@
 # The README's two commands: `make run` (the CLI runs a command under a lock on its
 # embedded SQLite default, no server) and
-# `make test` (installs the servers the tests start, then runs every test under -race,
-# and smoke-tests the benchmarks module). `make matrix` measures the README's matrix.
+# `make test` (installs the servers the tests start, checks that every module is tidy,
+# then runs every test under -race, the external example module's included, and
+# smoke-tests the benchmarks module). `make matrix` measures the README's matrix;
+# `make render` rebuilds it from benchmarks/results/matrix.csv without measuring.
 GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 60m
 
-.PHONY: run test vet install matrix
+.PHONY: run test vet tidy install matrix render
 
 run:
 	$(GO) run ./cmd/distlock run job -- echo "hi from under the lock"
@@ -16,10 +18,19 @@ install:
 vet:
 	$(GO) vet ./...
 
-test: install vet
+# go mod tidy -diff prints the changes tidy would make and fails when there are any.
+tidy:
+	$(GO) mod tidy -diff
+	cd benchmarks && $(GO) mod tidy -diff
+	cd examples/ownbackend && $(GO) mod tidy -diff
+
+test: install tidy vet
 	$(GO) test $(TEST_FLAGS) ./...
 	cd examples/ownbackend && $(GO) vet ./... && $(GO) test $(TEST_FLAGS) ./...
 	$(MAKE) -C benchmarks smoke
 
 matrix:
 	$(MAKE) -C benchmarks matrix
+
+render:
+	$(MAKE) -C benchmarks render
