@@ -157,7 +157,9 @@ func (r *runner) open(ctx context.Context, env []string) (*backend, error) {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("the backend did not answer within --wait %v: %w", r.c.wait.timeout, err)
 		}
-		if msg := oneLine(err); msg != last {
+		// The outage once; how its cause changes (refused, then "starting up")
+		// only with -v.
+		if msg := oneLine(err); msg != last && (last == "" || r.c.verbose) {
 			r.logf("cannot open the backend: %s; still trying (--wait)", msg)
 			last = msg
 		}
@@ -216,8 +218,9 @@ func (r *runner) acquire(ctx context.Context, l distlock.Locker) (distlock.Lease
 	last := ""
 	for {
 		if err != nil && !errors.Is(err, distlock.ErrLocked) {
-			// Once per distinct error: Lock ends each round with the last one.
-			if msg := oneLine(lastOf(err)); msg != last {
+			// Once; each distinct error after it with -v (Lock ends each
+			// round with its last attempt's error).
+			if msg := oneLine(lastOf(err)); msg != last && (last == "" || r.c.verbose) {
 				r.logf("waiting for %q: %s; still trying (--wait)", r.c.key, msg)
 				last = msg
 			}
