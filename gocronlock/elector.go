@@ -110,13 +110,32 @@ func (el *Elector) IsLeader(context.Context) error {
 // lead. Call it from a job, and do the job's work under it.
 func (el *Elector) Context(ctx context.Context) context.Context {
 	lead := el.Leadership()
-	c, cancel := context.WithCancelCause(ctx)
 	if lead == nil {
+		c, cancel := context.WithCancelCause(ctx)
 		cancel(ErrNotLeader)
 		return c
 	}
-	context.AfterFunc(lead.Context(), func() { cancel(context.Cause(lead.Context())) })
+	// Derived from the leadership's context, so that its end reaches the job's
+	// context synchronously (Close has returned: the cause is set), with ctx's
+	// values and ctx's end (which reaches it from ctx's own goroutine).
+	c, cancel := context.WithCancelCause(valuesFrom{lead.Context(), ctx})
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	context.AfterFunc(c, func() { stop() })
 	return c
+}
+
+// valuesFrom is a context that ends with its Context and looks values up there
+// first, then in vals.
+type valuesFrom struct {
+	context.Context
+	vals context.Context
+}
+
+func (v valuesFrom) Value(key any) any {
+	if x := v.Context.Value(key); x != nil {
+		return x
+	}
+	return v.vals.Value(key)
 }
 
 // Close stops campaigning, resigns the leadership if it has one, and waits until
