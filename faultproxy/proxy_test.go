@@ -268,8 +268,13 @@ func TestForward(t *testing.T) {
 		t.Error(err)
 	}
 
-	st := p.Stats()
 	want := int64(len("hello") + len("world") + conns*size)
+	// A write is counted after it returns, which can be after the peer read it.
+	waitFor(t, "the byte counters to count what was delivered", func() bool {
+		st := p.Stats()
+		return st.BytesToServer >= want && st.BytesToClient >= want
+	})
+	st := p.Stats()
 	if st.Accepted != 1+conns || st.Refused != 0 || st.BytesToServer != want || st.BytesToClient != want || st.BytesDropped != 0 {
 		t.Errorf("Stats = %+v, want Accepted=%d, BytesToServer=BytesToClient=%d", st, 1+conns, want)
 	}
@@ -717,6 +722,10 @@ func TestBlackholeInterruptsBlockedWrite(t *testing.T) {
 	if !bytes.Equal(got[:k], payload[:k]) {
 		t.Fatalf("server got %d bytes that are not a prefix of the payload", k)
 	}
+	// A write is counted after it returns, which can be after the server read it.
+	waitFor(t, "the byte counter to count what the server received", func() bool {
+		return p.Stats().BytesToServer >= int64(len(got))
+	})
 	if st := p.Stats(); st.BytesToServer != int64(len(got)) {
 		t.Errorf("Stats = %+v, but the server received %d bytes", st, len(got))
 	}
