@@ -1,10 +1,13 @@
 package redislock_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,7 +19,7 @@ import (
 // Take a lease, hand its fence to the protected resource, release it.
 func Example() {
 	ctx := context.Background()
-	client := redis.NewClient(&redis.Options{Addr: redisAddr}) // e.g. "127.0.0.1:6379"
+	client := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("DISTLOCK_REDIS_ADDR"), "127.0.0.1:6379")})
 	defer client.Close()
 	l, err := redislock.New(client, &redislock.Options{Prefix: "myapp", Owner: "worker-1"})
 	if err != nil {
@@ -46,7 +49,7 @@ func Example() {
 // Run a job under the lock with the root package's Do: it acquires, renews in the
 // background, cancels the job's context if the lease is lost, and releases.
 func Example_do() {
-	client := redis.NewClient(&redis.Options{Addr: redisAddr})
+	client := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("DISTLOCK_REDIS_ADDR"), "127.0.0.1:6379")})
 	defer client.Close()
 	l, err := redislock.New(client, nil)
 	if err != nil {
@@ -80,7 +83,9 @@ func ExampleNew_errors() {
 // The same Locker works on a Redis Cluster: a key's lock and fence keys share one
 // hash slot, whatever braces the key contains.
 func ExampleNew_cluster() {
-	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: clusterAddrs})
+	client := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: strings.Split(cmp.Or(os.Getenv("DISTLOCK_REDIS_CLUSTER_ADDRS"), "127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002"), ","),
+	})
 	defer client.Close()
 	l, err := redislock.New(client, nil)
 	if err != nil {
@@ -101,7 +106,7 @@ func ExampleNew_cluster() {
 
 // Inspect reports who holds a key; Wait blocks until it may be free.
 func ExampleLocker_Inspect() {
-	client := redis.NewClient(&redis.Options{Addr: redisAddr})
+	client := redis.NewClient(&redis.Options{Addr: cmp.Or(os.Getenv("DISTLOCK_REDIS_ADDR"), "127.0.0.1:6379")})
 	defer client.Close()
 	holder, err := redislock.New(client, &redislock.Options{Owner: "batch-host:4242"})
 	if err != nil {

@@ -23,10 +23,6 @@ var (
 	sentinelSrv *testenv.Server  // redis-sentinel monitoring failoverSrv as "mymaster"
 	failoverSrv *testenv.Server  // the master that sentinelSrv monitors
 
-	// For the examples: where "your" Redis and Redis Cluster are.
-	redisAddr    string
-	clusterAddrs []string
-
 	// env starts the servers of tests that need one of their own (CheckServer's).
 	env *testenv.Env
 )
@@ -50,8 +46,13 @@ func TestMain(m *testing.M) {
 		if sentinelSrv, err = startSentinel(env, failoverSrv.Addr()); err != nil {
 			return err
 		}
-		redisAddr, clusterAddrs = redisSrv.Addr(), cluster.Addrs()
-		return nil
+		// The examples read these, as a user's program would. Set after the
+		// servers started (testenv would take them for external servers), and
+		// RedisWith ignores them.
+		if err := os.Setenv(testenv.EnvRedisAddr, redisSrv.Addr()); err != nil {
+			return err
+		}
+		return os.Setenv(testenv.EnvRedisClusterAddrs, strings.Join(cluster.Addrs(), ","))
 	})
 }
 
