@@ -61,8 +61,9 @@ func (o LockOptions) backoff(n int) time.Duration {
 // Errors other than ErrLocked (a server that is down, say) are retried the same way
 // until ctx ends, except ErrInvalid and ErrClosed, which are returned at once. When
 // ctx ends first, Lock returns errors.Join(err, ctx.Err()) where err is the last
-// attempt's error: so errors.Is(err, ErrLocked) tells contention from an unreachable
-// backend, and errors.Is(err, context.DeadlineExceeded) tells that the caller gave up.
+// attempt's error (an attempt that ctx's end cut short does not count): so
+// errors.Is(err, ErrLocked) tells contention from an unreachable backend, and
+// errors.Is(err, context.DeadlineExceeded) tells that the caller gave up.
 func Lock(ctx context.Context, l Locker, key string, ttl time.Duration, opts *LockOptions) (Lease, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -97,6 +98,7 @@ func (lk *locking) run(ctx context.Context) (Lease, error) {
 	o, l, key := lk.o, lk.l, lk.key
 	w, _ := l.(Waiter)
 	in, _ := l.(Inspector)
+	var seen error // the last attempt's error that ctx's end did not cause
 	for n := 0; ; {
 		lease, err := lk.try(ctx)
 		if err == nil {
@@ -106,8 +108,14 @@ func (lk *locking) run(ctx context.Context) (Lease, error) {
 			return Lease{}, err
 		}
 		if ctx.Err() != nil {
+			if seen != nil && errors.Is(err, ctx.Err()) {
+				// The deadline cut this attempt short (a dial that timed out, say):
+				// what the attempts found before it is the answer.
+				err = seen
+			}
 			return Lease{}, giveUp(err, ctx)
 		}
+		seen = err
 		if w != nil && errors.Is(err, ErrLocked) {
 			wctx, cancel := context.WithTimeout(ctx, o.MaxWait)
 			t0 := time.Now()

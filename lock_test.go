@@ -2,6 +2,8 @@ package distlock_test
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -73,6 +75,39 @@ func TestLockGivesUpWithJoinedError(t *testing.T) {
 			})
 		})
 	}
+}
+
+// cutShort answers its first TryLock with ErrLocked; every later one blocks until
+// ctx ends and fails as a dial cut short by the deadline does: with an error that
+// wraps context.DeadlineExceeded but not ErrLocked.
+type cutShort struct{ calls atomic.Int32 }
+
+func (c *cutShort) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	if c.calls.Add(1) == 1 {
+		return distlock.Lease{}, &distlock.OpError{Backend: "test", Op: "TryLock", Key: key, Err: distlock.ErrLocked}
+	}
+	<-ctx.Done()
+	return distlock.Lease{}, &distlock.OpError{Backend: "test", Op: "TryLock", Key: key, Err: fmt.Errorf("dial: %w", ctx.Err())}
+}
+
+func (c *cutShort) Renew(context.Context, distlock.Lease, time.Duration) (distlock.Lease, error) {
+	return distlock.Lease{}, distlock.ErrNotHeld
+}
+
+func (c *cutShort) Unlock(context.Context, distlock.Lease) error { return distlock.ErrNotHeld }
+
+// When ctx's end cuts the last attempt short, Lock still says that the key was held
+// (the lockdlock suite saw "dial tcp: i/o timeout" instead of ErrLocked).
+func TestLockGivesUpWithContentionWhenTheLastAttemptIsCutShort(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		l := &cutShort{}
+		_, err := distlock.Lock(ctx, l, "job", time.Minute, &distlock.LockOptions{MaxBackoff: 10 * time.Millisecond})
+		require.EqualValues(t, 2, l.calls.Load(), "the second attempt is the one cut short")
+		require.ErrorIs(t, err, distlock.ErrLocked)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	})
 }
 
 func TestLockRetriesTransportErrors(t *testing.T) {
