@@ -107,12 +107,13 @@ func (lk *locking) run(ctx context.Context) (Lease, error) {
 		if errors.Is(err, ErrInvalid) || errors.Is(err, ErrClosed) {
 			return Lease{}, err
 		}
-		if ctx.Err() != nil {
-			if seen != nil && errors.Is(err, ctx.Err()) {
-				// The deadline cut this attempt short (a dial that timed out, say):
-				// what the attempts found before it is the answer.
+		if cut := cutShort(ctx, err); cut || ctx.Err() != nil {
+			if cut && seen != nil {
+				// ctx's end cut this attempt short (a dial that timed out at the
+				// deadline, say): what the attempts found before it is the answer.
 				err = seen
 			}
+			<-ctx.Done() // a millisecond away at most
 			return Lease{}, giveUp(err, ctx)
 		}
 		seen = err
@@ -155,6 +156,17 @@ func (lk *locking) run(ctx context.Context) (Lease, error) {
 		}
 		n++
 	}
+}
+
+// cutShort reports whether err is ctx's end cutting an attempt short: ctx's error,
+// or a timeout at ctx's deadline that came a hair before ctx's own timer (a dial
+// with the same deadline).
+func cutShort(ctx context.Context, err error) bool {
+	if cerr := ctx.Err(); cerr != nil {
+		return errors.Is(err, cerr)
+	}
+	d, ok := ctx.Deadline()
+	return ok && time.Until(d) <= time.Millisecond && errors.Is(err, context.DeadlineExceeded)
 }
 
 func giveUp(last error, ctx context.Context) error {

@@ -80,14 +80,18 @@ func TestLockGivesUpWithJoinedError(t *testing.T) {
 // cutShort answers its first TryLock with ErrLocked; every later one blocks until
 // ctx ends and fails as a dial cut short by the deadline does: with an error that
 // wraps context.DeadlineExceeded but not ErrLocked.
-type cutShort struct{ calls atomic.Int32 }
+type cutShort struct {
+	calls atomic.Int32
+	early time.Duration // how long before ctx's deadline the cut attempt fails
+}
 
 func (c *cutShort) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
 	if c.calls.Add(1) == 1 {
 		return distlock.Lease{}, &distlock.OpError{Backend: "test", Op: "TryLock", Key: key, Err: distlock.ErrLocked}
 	}
-	<-ctx.Done()
-	return distlock.Lease{}, &distlock.OpError{Backend: "test", Op: "TryLock", Key: key, Err: fmt.Errorf("dial: %w", ctx.Err())}
+	d, _ := ctx.Deadline()
+	time.Sleep(time.Until(d) - c.early)
+	return distlock.Lease{}, &distlock.OpError{Backend: "test", Op: "TryLock", Key: key, Err: fmt.Errorf("dial: i/o timeout: %w", context.DeadlineExceeded)}
 }
 
 func (c *cutShort) Renew(context.Context, distlock.Lease, time.Duration) (distlock.Lease, error) {
@@ -99,15 +103,22 @@ func (c *cutShort) Unlock(context.Context, distlock.Lease) error { return distlo
 // When ctx's end cuts the last attempt short, Lock still says that the key was held
 // (the lockdlock suite saw "dial tcp: i/o timeout" instead of ErrLocked).
 func TestLockGivesUpWithContentionWhenTheLastAttemptIsCutShort(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-		defer cancel()
-		l := &cutShort{}
-		_, err := distlock.Lock(ctx, l, "job", time.Minute, &distlock.LockOptions{MaxBackoff: 10 * time.Millisecond})
-		require.EqualValues(t, 2, l.calls.Load(), "the second attempt is the one cut short")
-		require.ErrorIs(t, err, distlock.ErrLocked)
-		require.ErrorIs(t, err, context.DeadlineExceeded)
-	})
+	// At the deadline, or a hair before it (the dial's own timer fired first).
+	for _, early := range []time.Duration{0, 100 * time.Microsecond} {
+		t.Run(early.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+				defer cancel()
+				start := time.Now()
+				l := &cutShort{early: early}
+				_, err := distlock.Lock(ctx, l, "job", time.Minute, &distlock.LockOptions{MaxBackoff: 10 * time.Millisecond})
+				require.EqualValues(t, 2, l.calls.Load(), "the second attempt is the one cut short")
+				require.ErrorIs(t, err, distlock.ErrLocked)
+				require.ErrorIs(t, err, context.DeadlineExceeded)
+				require.Equal(t, 50*time.Millisecond, time.Since(start))
+			})
+		})
+	}
 }
 
 func TestLockRetriesTransportErrors(t *testing.T) {
