@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/waitq"
 )
 
 // MaxKeyLen is the longest key, in bytes, that a memlock Locker accepts.
@@ -27,6 +28,9 @@ type Locker struct {
 	mu     sync.Mutex
 	keys   map[string]*state
 	closed chan struct{} // closed by Close
+	// waiters wakes the Waits of a key one at a time: a release wakes the first,
+	// the next only if no TryLock of the key follows.
+	waiters *waitq.Queue
 }
 
 // state is one key's record. It outlives its holders so that fences never repeat.
@@ -35,13 +39,15 @@ type state struct {
 	token   string    // "" when free
 	expires time.Time // with a monotonic reading
 	// freed is closed, and replaced, whenever the key stops being held (Unlock,
-	// Revoke). Waiters and LossNotifier channels select on it.
+	// Revoke). LossNotifier channels select on it.
 	freed chan struct{}
 }
 
 // New returns an empty Locker. It has no client and no options that could be wrong,
 // so unlike the other backends' New it takes none and returns no error.
-func New() *Locker { return &Locker{keys: make(map[string]*state), closed: make(chan struct{})} }
+func New() *Locker {
+	return &Locker{keys: make(map[string]*state), closed: make(chan struct{}), waiters: waitq.New(0)}
+}
 
 // Close makes every later call fail with an error wrapping distlock.ErrClosed and
 // wakes every Wait (with that error). Leases still held stay in the table until
@@ -53,6 +59,7 @@ func (l *Locker) Close() error {
 	case <-l.closed:
 	default:
 		close(l.closed)
+		l.waiters.Close()
 	}
 	return nil
 }
@@ -92,8 +99,15 @@ func (l *Locker) get(key string) *state {
 // held reports whether s is held at now. l.mu must be held.
 func (s *state) held(now time.Time) bool { return s.token != "" && now.Before(s.expires) }
 
-// free marks s free and wakes everyone waiting on it. l.mu must be held.
-func (s *state) free() {
+// free marks key's state s free, closes its LossNotifier channel and wakes the
+// first Wait on key. l.mu must be held.
+func (l *Locker) free(key string, s *state) {
+	s.release()
+	l.waiters.Released(key)
+}
+
+// release marks s free and closes its LossNotifier channel. l.mu must be held.
+func (s *state) release() {
 	s.token = ""
 	close(s.freed)
 	s.freed = make(chan struct{})
@@ -111,14 +125,15 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 	if err := l.check(ctx); err != nil {
 		return distlock.Lease{}, fail("TryLock", key, err)
 	}
+	l.waiters.Attempt(key)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.get(key)
 	if s.held(start) {
 		return distlock.Lease{}, fail("TryLock", key, distlock.ErrLocked)
 	}
-	if s.token != "" { // expired without Unlock: wake anyone watching the old lease
-		s.free()
+	if s.token != "" { // expired without Unlock: signal the old lease's loss
+		s.release()
 	}
 	s.fence++
 	s.token = distlock.NewToken()
@@ -176,7 +191,7 @@ func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
 	if s == nil {
 		return fail("Unlock", lease.Key, distlock.ErrNotHeld)
 	}
-	s.free()
+	l.free(lease.Key, s)
 	return nil
 }
 
@@ -190,12 +205,15 @@ func (l *Locker) Revoke(key string) bool {
 	if s == nil || !s.held(time.Now()) {
 		return false
 	}
-	s.free()
+	l.free(key, s)
 	return true
 }
 
-// Wait returns when key may be free: at once if it is, else at Unlock, Revoke or the
-// holder's expiry, whichever comes first.
+// Wait returns when key may be free: at once if it is, else at the holder's expiry
+// or when a release (Unlock, Revoke) wakes it. A release wakes one Wait of the key,
+// the first to have started; the next one wakes only if no TryLock of the key starts
+// soon after (the woken caller gave up), so that a herd of waiters does not rush the
+// key at each release.
 func (l *Locker) Wait(ctx context.Context, key string) error {
 	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
 		return fail("Wait", key, err)
@@ -210,12 +228,17 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 		l.mu.Unlock()
 		return nil
 	}
-	freed, left := s.freed, s.expires.Sub(now)
+	w := l.waiters.Join(key) // under l.mu: no release between the check and here
+	left := s.expires.Sub(now)
 	l.mu.Unlock()
+	defer w.Leave()
 	t := time.NewTimer(left)
 	defer t.Stop()
 	select {
-	case <-freed:
+	case <-w.Woken():
+		if err := l.check(context.Background()); err != nil {
+			return fail("Wait", key, err)
+		}
 		return nil
 	case <-t.C:
 		return nil
