@@ -49,17 +49,27 @@ func (o *HoldOptions) withDefaults(lease Lease) (HoldOptions, error) {
 
 // Held is a lease kept alive in the background by Hold. Its methods are safe for
 // concurrent use.
+//
+// A Held costs no goroutine while it waits for its next renewal (a timer runs each
+// renewal), so a process can hold many leases cheaply; on a Locker that is a
+// LossNotifier it keeps one goroutine that waits for the loss signal.
 type Held struct {
 	l      Locker
 	o      HoldOptions
 	parent context.Context // Hold's ctx without its cancellation: what events carry
 	ctx    context.Context
 	stop   context.CancelCauseFunc
-	done   chan struct{}
+	done   chan struct{} // closed when no renewal runs or will start, and the loss watch ended
 
 	mu    sync.Mutex
 	lease Lease
 	lost  error // why the lease was lost; nil while held
+	// The renewal chain: timer runs the next renewal; armed says it is set and has
+	// not fired. active counts what done waits for: the chain, and the goroutine
+	// that watches a LossNotifier.
+	timer  *time.Timer
+	armed  bool
+	active int
 
 	release    sync.Once
 	releaseErr error
@@ -93,7 +103,7 @@ func Hold(ctx context.Context, l Locker, lease Lease, opts *HoldOptions) *Held {
 	}
 	h.o = o
 	o.Observer.emit(h.parent, Event{Op: OpHold, Key: lease.Key, Fence: lease.Fence})
-	go h.run()
+	h.start(lease)
 	return h
 }
 
@@ -155,60 +165,118 @@ func (h *Held) lose(err error) {
 	h.o.Observer.emit(h.parent, Event{Op: OpLost, Key: lease.Key, Fence: lease.Fence, Err: err})
 }
 
-func (h *Held) run() {
-	defer close(h.done)
-	lease := h.Lease()
+// start arms the first renewal, stops the chain when Context ends, and watches
+// the Locker's loss signal if it has one.
+func (h *Held) start(lease Lease) {
 	var lost <-chan struct{}
 	if n, ok := h.l.(LossNotifier); ok {
 		lost = n.Lost(lease)
 	}
-	expiry := time.NewTimer(lease.Remaining())
-	defer expiry.Stop()
-	tick := time.NewTimer(h.period(lease))
-	defer tick.Stop()
-	for {
-		select {
-		case <-h.ctx.Done():
-			return
-		case <-lost:
-			h.lose(fmt.Errorf("%w: key %q: the backend reported the lease lost", ErrNotHeld, lease.Key))
-			return
-		case <-expiry.C:
-			h.lose(fmt.Errorf("%w: key %q: lease expired before a renewal succeeded", ErrNotHeld, lease.Key))
-			return
-		case <-tick.C:
-		}
-		if lease.Remaining() <= 0 {
-			// Woken late (a pause) with both timers due: never renew past Expires.
-			h.lose(fmt.Errorf("%w: key %q: lease expired before a renewal succeeded", ErrNotHeld, lease.Key))
-			return
-		}
-		start := time.Now()
-		rctx, cancel := context.WithDeadline(h.ctx, lease.Expires)
-		next, err := h.l.Renew(rctx, lease, h.o.TTL)
-		cancel()
-		h.o.Observer.emit(h.parent, Event{Op: OpRenew, Key: lease.Key, Fence: lease.Fence, Took: time.Since(start), Err: err})
-		switch {
-		case err == nil:
-			lease = next
-			h.mu.Lock()
-			h.lease = next
-			h.mu.Unlock()
-			expiry.Reset(lease.Remaining())
-			tick.Reset(h.period(lease))
-		case h.ctx.Err() != nil:
-			return
-		case errors.Is(err, ErrNotHeld):
-			h.lose(fmt.Errorf("key %q: renew: %w", lease.Key, err))
-			return
-		case errors.Is(err, ErrInvalid):
-			h.lose(fmt.Errorf("%w: key %q: renew: %w", ErrNotHeld, lease.Key, err))
-			return
-		default:
-			// Transient: try again soon; the expiry timer bounds the retries.
-			tick.Reset(retryDelay(h.o.Every))
-		}
+	h.mu.Lock()
+	h.active = 1
+	h.armed = true
+	h.timer = time.AfterFunc(h.wait(lease, h.period(lease)), h.renew)
+	if lost != nil {
+		h.active++
+		go h.watchLoss(lease.Key, lost)
 	}
+	h.mu.Unlock()
+	context.AfterFunc(h.ctx, h.disarm)
+}
+
+// watchLoss cancels Context as soon as the LossNotifier's channel lost closes.
+func (h *Held) watchLoss(key string, lost <-chan struct{}) {
+	select {
+	case <-lost:
+		h.lose(fmt.Errorf("%w: key %q: the backend reported the lease lost", ErrNotHeld, key))
+	case <-h.ctx.Done():
+	}
+	h.mu.Lock()
+	h.ended()
+	h.mu.Unlock()
+}
+
+// disarm runs when Context ends: it stops a renewal that has not started; one in
+// flight sees the end when it returns.
+func (h *Held) disarm() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.armed && h.timer.Stop() {
+		h.armed = false
+		h.ended()
+	}
+}
+
+// ended counts one of the things done waits for as ended. h.mu is held.
+func (h *Held) ended() {
+	if h.active--; h.active == 0 {
+		close(h.done)
+	}
+}
+
+// renew is the renewal chain's timer function: it renews the lease (or finds it
+// expired) and arms the next renewal.
+func (h *Held) renew() {
+	h.mu.Lock()
+	h.armed = false
+	lease := h.lease
+	h.mu.Unlock()
+	next, retry := h.renewOnce(lease)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if next <= 0 || h.ctx.Err() != nil {
+		h.ended()
+		return
+	}
+	if retry {
+		next = retryDelay(h.o.Every)
+	}
+	h.armed = true
+	h.timer.Reset(h.wait(h.lease, next))
+}
+
+// renewOnce makes one renewal of lease. It returns the wait before the next one and
+// whether that is a retry, or 0 when the chain ends (Context ended, or the lease is
+// lost).
+func (h *Held) renewOnce(lease Lease) (next time.Duration, retry bool) {
+	if h.ctx.Err() != nil {
+		return 0, false
+	}
+	if lease.Remaining() <= 0 {
+		// The expiry came first, or the timer fired late (a pause): never renew
+		// past Expires.
+		h.lose(fmt.Errorf("%w: key %q: lease expired before a renewal succeeded", ErrNotHeld, lease.Key))
+		return 0, false
+	}
+	start := time.Now()
+	rctx, cancel := context.WithDeadline(h.ctx, lease.Expires)
+	renewed, err := h.l.Renew(rctx, lease, h.o.TTL)
+	cancel()
+	h.o.Observer.emit(h.parent, Event{Op: OpRenew, Key: lease.Key, Fence: lease.Fence, Took: time.Since(start), Err: err})
+	switch {
+	case err == nil:
+		h.mu.Lock()
+		h.lease = renewed
+		h.mu.Unlock()
+		return h.period(renewed), false
+	case h.ctx.Err() != nil:
+		return 0, false
+	case errors.Is(err, ErrNotHeld):
+		h.lose(fmt.Errorf("key %q: renew: %w", lease.Key, err))
+		return 0, false
+	case errors.Is(err, ErrInvalid):
+		h.lose(fmt.Errorf("%w: key %q: renew: %w", ErrNotHeld, lease.Key, err))
+		return 0, false
+	default:
+		// Transient: try again soon; the lease's Expires bounds the retries.
+		return 1, true
+	}
+}
+
+// wait is how long the chain's timer waits for a renewal due after d: no later than
+// lease's Expires, when the renewal finds it expired and the loss is reported.
+func (h *Held) wait(lease Lease, d time.Duration) time.Duration {
+	return max(min(d, lease.Remaining()), 0)
 }
 
 // period is the wait before the next renewal: Every, or a third of the lease's

@@ -2,6 +2,8 @@ package distlock_test
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -275,6 +277,41 @@ func TestHoldRenewsWithinAShorterGrant(t *testing.T) {
 		require.NoError(t, h.Release(t.Context()))
 		for n, d := range gaps(append(s.Tries(), s.Renews()...)) {
 			require.Equal(t, 50*time.Millisecond, d, "renewal %d", n)
+		}
+	})
+}
+
+// Waiting for its next renewal, a Held costs no goroutine on a Locker that is not a
+// LossNotifier (one on a LossNotifier, for its loss signal), so that one process can
+// hold many leases; each keeps renewing.
+func TestHoldCostsNoGoroutineBetweenRenewals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ml := memlock.New()
+		for _, c := range []struct {
+			l       distlock.Locker
+			perHold int
+		}{{plain{ml}, 0}, {ml, 1}} {
+			const n = 100
+			ttl := 300 * time.Millisecond
+			synctest.Wait()
+			before := runtime.NumGoroutine()
+			hs := make([]*distlock.Held, n)
+			for i := range hs {
+				lease, err := c.l.TryLock(t.Context(), fmt.Sprint("k", i), ttl)
+				require.NoError(t, err)
+				hs[i] = distlock.Hold(t.Context(), c.l, lease, &distlock.HoldOptions{TTL: ttl})
+			}
+			time.Sleep(5 * ttl)
+			synctest.Wait()
+			// NumGoroutine counts the goroutines outside the bubble too: allow for a few
+			// of earlier tests that are still ending.
+			require.InDelta(t, before+n*c.perHold, runtime.NumGoroutine(), 3, "goroutines while %d leases are held", n)
+			for _, h := range hs {
+				require.NoError(t, h.Err())
+				require.NoError(t, h.Release(t.Context()))
+			}
+			synctest.Wait()
+			require.InDelta(t, before, runtime.NumGoroutine(), 3, "goroutines after Release")
 		}
 	})
 }

@@ -113,7 +113,10 @@ type Holder struct {
 type Waiter interface {
 	// Wait returns nil when key may be free: it was released, it expired, or Wait's
 	// own bound passed (Wait must never block longer than the holder's remaining
-	// ttl). A nil return is a hint, not a lease: call TryLock. When ctx ends while
+	// ttl). A nil return is a hint, not a lease: call TryLock, at once. A backend may
+	// wake the Waits of one key through one Locker one at a time: a release wakes the
+	// first, and the next only if no TryLock of the key follows soon after (so that a
+	// herd of waiters does not send a TryLock each per release). When ctx ends while
 	// the key is held it returns errors.Join(ErrLocked, ctx.Err()).
 	Wait(ctx context.Context, key string) error
 }
