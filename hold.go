@@ -52,7 +52,8 @@ func (o *HoldOptions) withDefaults(lease Lease) (HoldOptions, error) {
 //
 // A Held costs no goroutine while it waits for its next renewal (a timer runs each
 // renewal), so a process can hold many leases cheaply; on a Locker that is a
-// LossNotifier it keeps one goroutine that waits for the loss signal.
+// LossNotifier but no LossWatcher it keeps one goroutine that waits for the loss
+// signal.
 type Held struct {
 	l      Locker
 	o      HoldOptions
@@ -166,31 +167,58 @@ func (h *Held) lose(err error) {
 }
 
 // start arms the first renewal, stops the chain when Context ends, and watches
-// the Locker's loss signal if it has one.
+// the Locker's loss signal if it has one: through AfterLost, with no goroutine,
+// when the Locker is a LossWatcher.
 func (h *Held) start(lease Lease) {
 	var lost <-chan struct{}
-	if n, ok := h.l.(LossNotifier); ok {
+	w, watcher := h.l.(LossWatcher)
+	if n, ok := h.l.(LossNotifier); ok && !watcher {
 		lost = n.Lost(lease)
 	}
 	h.mu.Lock()
 	h.active = 1
 	h.armed = true
 	h.timer = time.AfterFunc(h.wait(lease, h.period(lease)), h.renew)
-	if lost != nil {
+	if watcher || lost != nil {
 		h.active++
-		go h.watchLoss(lease.Key, lost)
 	}
 	h.mu.Unlock()
+	switch {
+	case watcher:
+		stop := w.AfterLost(lease, func() {
+			if h.ctx.Err() == nil {
+				h.lose(lossErr(lease.Key))
+			}
+			h.end()
+		})
+		context.AfterFunc(h.ctx, func() {
+			if stop() {
+				h.end()
+			}
+		})
+	case lost != nil:
+		go h.watchLoss(lease.Key, lost)
+	}
 	context.AfterFunc(h.ctx, h.disarm)
+}
+
+// lossErr is the error of a lease that its Locker reported lost.
+func lossErr(key string) error {
+	return fmt.Errorf("%w: key %q: the backend reported the lease lost", ErrNotHeld, key)
 }
 
 // watchLoss cancels Context as soon as the LossNotifier's channel lost closes.
 func (h *Held) watchLoss(key string, lost <-chan struct{}) {
 	select {
 	case <-lost:
-		h.lose(fmt.Errorf("%w: key %q: the backend reported the lease lost", ErrNotHeld, key))
+		h.lose(lossErr(key))
 	case <-h.ctx.Done():
 	}
+	h.end()
+}
+
+// end counts one of the things done waits for as ended.
+func (h *Held) end() {
 	h.mu.Lock()
 	h.ended()
 	h.mu.Unlock()

@@ -73,7 +73,8 @@ func TestHoldSignalsLossAtOnce(t *testing.T) {
 		every time.Duration
 		late  time.Duration // how long after the loss Hold may notice it
 	}{
-		{"LossNotifier", func(m *memlock.Locker) distlock.Locker { return m }, 20 * time.Millisecond, 0},
+		{"LossWatcher", func(m *memlock.Locker) distlock.Locker { return m }, 20 * time.Millisecond, 0},
+		{"LossNotifier", func(m *memlock.Locker) distlock.Locker { return lossOnly{m} }, 20 * time.Millisecond, 0},
 		{"Renew", func(m *memlock.Locker) distlock.Locker { return plain{m} }, 20 * time.Millisecond, 20 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -281,16 +282,16 @@ func TestHoldRenewsWithinAShorterGrant(t *testing.T) {
 	})
 }
 
-// Waiting for its next renewal, a Held costs no goroutine on a Locker that is not a
-// LossNotifier (one on a LossNotifier, for its loss signal), so that one process can
-// hold many leases; each keeps renewing.
+// Waiting for its next renewal, a Held costs no goroutine on a Locker that is no
+// LossNotifier or is a LossWatcher (one on a LossNotifier only, for its loss
+// signal), so that one process can hold many leases; each keeps renewing.
 func TestHoldCostsNoGoroutineBetweenRenewals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ml := memlock.New()
 		for _, c := range []struct {
 			l       distlock.Locker
 			perHold int
-		}{{plain{ml}, 0}, {ml, 1}} {
+		}{{plain{ml}, 0}, {lossOnly{ml}, 1}, {ml, 0}} {
 			const n = 100
 			ttl := 300 * time.Millisecond
 			synctest.Wait()
@@ -315,3 +316,20 @@ func TestHoldCostsNoGoroutineBetweenRenewals(t *testing.T) {
 		}
 	})
 }
+
+// lossOnly hides memlock's LossWatcher: Hold waits on Lost's channel.
+type lossOnly struct{ m *memlock.Locker }
+
+func (l lossOnly) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	return l.m.TryLock(ctx, key, ttl)
+}
+
+func (l lossOnly) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
+	return l.m.Renew(ctx, lease, ttl)
+}
+
+func (l lossOnly) Unlock(ctx context.Context, lease distlock.Lease) error {
+	return l.m.Unlock(ctx, lease)
+}
+
+func (l lossOnly) Lost(lease distlock.Lease) <-chan struct{} { return l.m.Lost(lease) }

@@ -138,3 +138,16 @@ type LossNotifier interface {
 	// It returns an already closed channel for a lease that is not held.
 	Lost(lease Lease) <-chan struct{}
 }
+
+// A LossWatcher is a LossNotifier that can run a function on a lease's loss, so
+// that a process holding many leases (Hold) needs no goroutine per lease to wait
+// on Lost's channels.
+type LossWatcher interface {
+	LossNotifier
+	// AfterLost arranges for f to run in its own goroutine once Lost(lease)'s
+	// channel would close: never while lease is held, once it is lost or unlocked
+	// through the same client, at once for a lease that is not held. stop ends
+	// the arrangement; it reports true if it kept f from running, as the stop of
+	// context.AfterFunc does. f runs at most once.
+	AfterLost(lease Lease, f func()) (stop func() bool)
+}

@@ -38,6 +38,8 @@ var mutants = []mutant{
 	{name: "no-ttl-validation", catch: "rule 7 (input)", broken: func() distlock.Locker { return &noTTLValidation{memlock.New()} }},
 	{name: "wait-sleeps-to-expiry", catch: "Waiter contract", broken: func() distlock.Locker { return &waitSleeps{memlock.New()} }},
 	{name: "ignores-cancelled-context", catch: "rule 6 (context)", broken: func() distlock.Locker { return &ignoresContext{memlock.New()} }},
+	{name: "after-lost-never-runs", catch: "LossWatcher contract", broken: func() distlock.Locker { return &afterLostNeverRuns{memlock.New()} }},
+	{name: "after-lost-runs-while-held", catch: "LossWatcher contract", broken: func() distlock.Locker { return &afterLostEager{memlock.New()} }},
 	{name: "lost-never-closes", catch: "LossNotifier contract", broken: func() distlock.Locker { return &lostNeverCloses{memlock.New()} }},
 	{name: "abandoned-attempt-kept", catch: "rule 5 (errors)", bugs: clientBugs{keepAbandoned: true}},
 	{name: "transport-error-as-locked", catch: "rule 5 (errors)", bugs: clientBugs{errAsLocked: true}},
@@ -355,6 +357,21 @@ func asciiLower(s string) string {
 type lostNeverCloses struct{ *memlock.Locker }
 
 func (m *lostNeverCloses) Lost(distlock.Lease) <-chan struct{} { return make(chan struct{}) }
+
+// afterLostNeverRuns accepts AfterLost functions and never runs them.
+type afterLostNeverRuns struct{ *memlock.Locker }
+
+func (m *afterLostNeverRuns) AfterLost(distlock.Lease, func()) func() bool {
+	return func() bool { return true }
+}
+
+// afterLostEager runs AfterLost functions at once, held or not.
+type afterLostEager struct{ *memlock.Locker }
+
+func (m *afterLostEager) AfterLost(_ distlock.Lease, f func()) func() bool {
+	go f()
+	return func() bool { return false }
+}
 
 // bareErrors returns the causes without the *distlock.OpError around them.
 type bareErrors struct{ *memlock.Locker }

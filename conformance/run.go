@@ -19,7 +19,7 @@
 //
 // Every rule of the contract (see distlock.Locker) is a subtest named after it, and
 // every failure message starts with the rule it breaks, e.g. "rule 2 (owner check)".
-// Optional interfaces (distlock.Waiter, Inspector, LossNotifier) are found by type
+// Optional interfaces (distlock.Waiter, Inspector, LossNotifier, LossWatcher) are found by type
 // assertion and tested when present. Fault tests whose hook is nil are skipped with a
 // NOT RUN message; they never pass silently.
 //
@@ -54,6 +54,7 @@ const (
 	rWaiter  = "Waiter contract"
 	rInspect = "Inspector contract"
 	rNotify  = "LossNotifier contract"
+	rWatch   = "LossWatcher contract"
 	rHarness = "harness"
 )
 
@@ -132,6 +133,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Waiter", s.testWaiter)
 	t.Run("Inspector", s.testInspector)
 	t.Run("LossNotifier", s.testLossNotifier)
+	t.Run("LossWatcher", s.testLossWatcher)
 	t.Run("OpError", s.testOpErrors)
 	t.Run("Faults", func(t *testing.T) {
 		t.Run("PartitionedHolder", s.testPartitionedHolder)

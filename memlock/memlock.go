@@ -1,6 +1,6 @@
 // Package memlock is an in-process distlock backend. All clients of one *Locker share
 // its state, as clients of one server would. It satisfies the whole distlock contract
-// (fences, expiry by ttl, Waiter, Inspector, LossNotifier), is safe for concurrent use,
+// (fences, expiry by ttl, Waiter, Inspector, LossNotifier, LossWatcher), is safe for concurrent use,
 // and is what you pick to unit-test code that takes a distlock.Locker: Revoke lets a
 // test take a lease away, as a server failover or an expired lease would.
 //
@@ -41,6 +41,8 @@ type state struct {
 	// freed is closed, and replaced, whenever the key stops being held (Unlock,
 	// Revoke). LossNotifier channels select on it.
 	freed chan struct{}
+	// onLost are the AfterLost functions to start when the key stops being held.
+	onLost []*lossFunc
 }
 
 // New returns an empty Locker. It has no client and no options that could be wrong,
@@ -84,6 +86,7 @@ var (
 	_ distlock.Waiter       = (*Locker)(nil)
 	_ distlock.Inspector    = (*Locker)(nil)
 	_ distlock.LossNotifier = (*Locker)(nil)
+	_ distlock.LossWatcher  = (*Locker)(nil)
 )
 
 // get returns key's state, creating it. l.mu must be held.
@@ -111,6 +114,7 @@ func (s *state) release() {
 	s.token = ""
 	close(s.freed)
 	s.freed = make(chan struct{})
+	s.runLost()
 }
 
 // TryLock acquires key for ttl, or returns ErrLocked.
@@ -264,19 +268,4 @@ func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, erro
 		return distlock.Holder{}, fail("Inspect", key, distlock.ErrNotHeld)
 	}
 	return distlock.Holder{Key: key, Fence: s.fence, Expires: s.expires, Owner: Owner}, nil
-}
-
-// Lost returns a channel that is closed when lease is unlocked or revoked. (Expiry is
-// not signalled: the holder knows Expires already.) It returns a closed channel when
-// lease is not held now.
-func (l *Locker) Lost(lease distlock.Lease) <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := l.owned(lease, time.Now())
-	if s == nil {
-		c := make(chan struct{})
-		close(c)
-		return c
-	}
-	return s.freed
 }
