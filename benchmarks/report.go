@@ -318,3 +318,23 @@ func (rep *Report) loadText(all bool) string {
 	}
 	return s
 }
+
+// spread is the lowest and the highest of W2's round p50s, or "-".
+func spread(r Result) string {
+	if r.Rounds < 2 || r.P50Hi <= 0 {
+		return "-"
+	}
+	return dur(r.P50Lo) + " - " + dur(r.P50Hi)
+}
+
+// perOp formats the server requests per W4 handoff or W5 renewal: "-" when there
+// is no counter.
+func perOp(r Result) string {
+	if r.ReqPerOp < 0 {
+		return "-"
+	}
+	if r.ReqPerOp >= 100 {
+		return strconv.FormatFloat(r.ReqPerOp, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(r.ReqPerOp, 'f', 1, 64)
+}
