@@ -197,7 +197,7 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := string(got)
-	if !strings.HasPrefix(s, before) || !strings.HasSuffix(s, after) || strings.Contains(s, "old\n") {
+	if !strings.HasPrefix(s, before) || !strings.HasSuffix(s, after) || strings.Contains(s, "\nold\n") {
 		t.Errorf("README outside the markers changed, or the section was not replaced:\n%s", s)
 	}
 	// The README has the compact report: the run's facts, goals, one short
@@ -205,7 +205,7 @@ func TestReport(t *testing.T) {
 	for _, want := range []string{
 		"- **run**: ", "commit 0123456789ab with uncommitted changes (**dirty tree**: 1 file: redislock/renew.go)",
 		"- **machine**: ", "- **load**: ",
-		"### Goals", "### W1 uncontended", "### W2 contended handoff", "### W3 failover",
+		"### Goals", "### W1 uncontended", "### W2 contended handoff", "### W3 failover", "### W4 herd", "### W5 many leases",
 		"| memlock | ", "| absent | not measured (backend not available) |",
 		"### What else users compare", "**Safe while**", "(results/matrix.md)", "(results/matrix.csv)",
 	} {
