@@ -12,8 +12,10 @@ import (
 // Clients, block on key with the Client's Lock (distlock.Lock, which waits with
 // the Locker's Waiter when it has one) while a first holder has it. Then holders
 // take turns: each holds the key cfg.W4Hold and unlocks, and its goroutine ends.
-// It measures the gap from the return of one holder's Unlock to the next
-// holder's acquisition, for up to cfg.W4Handoffs handoffs or cfg.W4Time, and the
+// It measures the gap from the moment one holder calls Unlock to the next
+// holder's acquisition, as W2 does (from Unlock's return, backends that release
+// the key before their Unlock returns, etcdlock's revoke, gave gaps below zero),
+// for up to cfg.W4Handoffs handoffs or cfg.W4Time, and the
 // server requests per handoff, read from the server's own counter before the
 // first release and while the last measured holder holds the key.
 func RunW4(ctx context.Context, s Subject, cfg Config, key string) (r Result) {
@@ -117,11 +119,10 @@ func RunW4(ctx context.Context, s Subject, cfg Config, key string) (r Result) {
 				time.Sleep(cfg.W4Hold) // the critical section
 			}
 			holders.Add(-1)
-			err = unlock(ctx, h)
 			if idx > 0 && idx < target {
 				unlockedAt[idx] = since()
 			}
-			if err != nil {
+			if err := unlock(ctx, h); err != nil {
 				ferr.set(fmt.Errorf("Unlock: %w", err))
 				stop()
 			}
@@ -141,11 +142,11 @@ func RunW4(ctx context.Context, s Subject, cfg Config, key string) (r Result) {
 		mu.Unlock()
 	}
 	t0 := since()
+	unlockedAt[0] = t0
 	if err := unlock(ctx, first); err != nil {
 		ferr.set(fmt.Errorf("first holder's Unlock: %w", err))
 		stop()
 	}
-	unlockedAt[0] = since()
 	timer := time.NewTimer(cfg.W4Time)
 	select {
 	case <-reached:
@@ -177,9 +178,7 @@ func RunW4(ctx context.Context, s Subject, cfg Config, key string) (r Result) {
 	var ds []time.Duration
 	for i := 1; i <= handoffs; i++ {
 		if acqAt[i] >= 0 && unlockedAt[i-1] >= 0 {
-			// An acquisition that came before the previous Unlock returned (its
-			// reply was still on the way) is a gap of 0.
-			ds = append(ds, max(acqAt[i]-unlockedAt[i-1], 0))
+			ds = append(ds, acqAt[i]-unlockedAt[i-1])
 		}
 	}
 	r.N, r.Gaps = handoffs, len(ds)

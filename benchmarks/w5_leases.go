@@ -2,6 +2,7 @@ package benchmarks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -11,6 +12,10 @@ import (
 
 	"github.com/distlock/distlock"
 )
+
+// w5Attempts is the number of TryLocks W5 makes for one key before its cell
+// fails.
+const w5Attempts = 3
 
 // w5SetupTimeout bounds the acquisition, and then the release, of W5's leases.
 const w5SetupTimeout = 2 * time.Minute
@@ -106,7 +111,7 @@ func acquireAll(ctx, hctx context.Context, l distlock.Locker, held []*distlock.H
 	actx, cancel := context.WithTimeout(ctx, w5SetupTimeout)
 	defer cancel()
 	var ferr firstErr
-	var acquired atomic.Int64
+	var acquired, retried atomic.Int64
 	sem := make(chan struct{}, cfg.W5Parallel)
 	var wg sync.WaitGroup
 	for i := range held {
@@ -117,9 +122,19 @@ func acquireAll(ctx, hctx context.Context, l distlock.Locker, held []*distlock.H
 		wg.Go(func() {
 			defer func() { <-sem }()
 			key := fmt.Sprintf("%s%d", keyPrefix, i)
-			lease, err := l.TryLock(actx, key, cfg.W5TTL)
+			var lease distlock.Lease
+			var err error
+			// A loaded server (the renewals of the leases already held) can make
+			// an attempt fail (zklock: the answer came after the lease's
+			// validity): a few more attempts before the cell fails.
+			for range w5Attempts {
+				if lease, err = l.TryLock(actx, key, cfg.W5TTL); err == nil || errors.Is(err, distlock.ErrLocked) || actx.Err() != nil {
+					break
+				}
+				retried.Add(1)
+			}
 			if err != nil {
-				ferr.set(fmt.Errorf("TryLock %q: %w", key, err))
+				ferr.set(fmt.Errorf("TryLock %q (%d attempts): %w", key, w5Attempts, err))
 				return
 			}
 			held[i] = distlock.Hold(hctx, l, lease, &distlock.HoldOptions{TTL: cfg.W5TTL})
@@ -128,7 +143,7 @@ func acquireAll(ctx, hctx context.Context, l distlock.Locker, held []*distlock.H
 	}
 	wg.Wait()
 	if err := ferr.get(); err != nil {
-		return fmt.Errorf("acquired %d of %d leases: %w", acquired.Load(), len(held), err)
+		return fmt.Errorf("acquired %d of %d leases (%d attempts failed and were retried): %w", acquired.Load(), len(held), retried.Load(), err)
 	}
 	return nil
 }

@@ -40,7 +40,7 @@ type Result struct {
 	// W2, the gap from an Unlock to the next acquisition (P50: the median of the
 	// rounds' p50s); for W3, the time from the kill to the waiter's acquisition
 	// (P99 is not computed for W3's few trials); for W4, the gap from the
-	// return of a holder's Unlock to the next holder's acquisition.
+	// moment a holder calls Unlock to the next holder's acquisition.
 	P50, P99, Max time.Duration
 	// Gaps is the number of W2 or W4 gaps behind P50 and P99.
 	Gaps int
