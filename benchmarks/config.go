@@ -97,7 +97,7 @@ func DefaultConfig() Config {
 		W4Hold:         time.Millisecond,
 		W4Handoffs:     30,
 		W4Time:         10 * time.Second,
-		W4Settle:       2 * time.Second,
+		W4Settle:       time.Second, // well within the first holder's ttl
 		W5Leases:       10000,
 		W5TTL:          3 * time.Second,
 		W5Time:         6 * time.Second,

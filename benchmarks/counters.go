@@ -56,7 +56,7 @@ func (c *Counter) read(ctx context.Context, waited time.Duration) (int64, error)
 // addrs (the reading itself counts one command per server).
 func redisCounter(addrs ...string) *Counter {
 	return &Counter{
-		Name: "Redis INFO stats total_commands_processed",
+		Name: "Redis INFO stats total_commands_processed (a script counts once plus once per redis.call)",
 		Read: func(ctx context.Context) (int64, error) {
 			var sum int64
 			for _, a := range addrs {

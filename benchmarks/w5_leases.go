@@ -2,7 +2,6 @@ package benchmarks
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -111,7 +110,7 @@ func acquireAll(ctx, hctx context.Context, l distlock.Locker, held []*distlock.H
 	actx, cancel := context.WithTimeout(ctx, w5SetupTimeout)
 	defer cancel()
 	var ferr firstErr
-	var acquired, retried atomic.Int64
+	var acquired, failed atomic.Int64
 	sem := make(chan struct{}, cfg.W5Parallel)
 	var wg sync.WaitGroup
 	for i := range held {
@@ -121,17 +120,20 @@ func acquireAll(ctx, hctx context.Context, l distlock.Locker, held []*distlock.H
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			key := fmt.Sprintf("%s%d", keyPrefix, i)
 			var lease distlock.Lease
 			var err error
+			var key string
 			// A loaded server (the renewals of the leases already held) can make
 			// an attempt fail (zklock: the answer came after the lease's
-			// validity): a few more attempts before the cell fails.
-			for range w5Attempts {
-				if lease, err = l.TryLock(actx, key, cfg.W5TTL); err == nil || errors.Is(err, distlock.ErrLocked) || actx.Err() != nil {
+			// validity): a few more attempts before the cell fails, each on a
+			// key of its own, since a failed attempt may leave its key held
+			// until its ttl.
+			for attempt := range w5Attempts {
+				key = fmt.Sprintf("%s%d-%d", keyPrefix, i, attempt)
+				if lease, err = l.TryLock(actx, key, cfg.W5TTL); err == nil || actx.Err() != nil {
 					break
 				}
-				retried.Add(1)
+				failed.Add(1)
 			}
 			if err != nil {
 				ferr.set(fmt.Errorf("TryLock %q (%d attempts): %w", key, w5Attempts, err))
@@ -143,7 +145,7 @@ func acquireAll(ctx, hctx context.Context, l distlock.Locker, held []*distlock.H
 	}
 	wg.Wait()
 	if err := ferr.get(); err != nil {
-		return fmt.Errorf("acquired %d of %d leases (%d attempts failed and were retried): %w", acquired.Load(), len(held), retried.Load(), err)
+		return fmt.Errorf("acquired %d of %d leases (%d attempts failed): %w", acquired.Load(), len(held), failed.Load(), err)
 	}
 	return nil
 }
