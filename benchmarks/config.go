@@ -77,7 +77,8 @@ func (c Config) Runs(w string) bool {
 // w2Rounds is W2Rounds, at least 1 (a Config read from an older matrix.csv has 0).
 func (c Config) w2Rounds() int { return max(c.W2Rounds, 1) }
 
-// DefaultConfig is what `make matrix` runs: about 5 minutes for all subjects.
+// DefaultConfig is what `make matrix` runs: about 10 minutes for all subjects
+// (W4 and W5 take up to about 20s per backend).
 func DefaultConfig() Config {
 	return Config{
 		TTL:            3 * time.Second,

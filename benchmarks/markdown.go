@@ -152,7 +152,7 @@ func (rep *Report) herdTable(b *strings.Builder, h string, all bool) {
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	p("%s W4 herd: %d waiters on one key\n\n", h, c.W4Waiters)
 	p("%d goroutines, spread over %d clients, block on one key with a blocking acquire (distlock.Lock, which waits with the Locker's Waiter when it has one) while a first holder has it; then each holder holds it %v and unlocks, up to %d handoffs or %v. ", c.W4Waiters, c.W4Clients, c.W4Hold, c.W4Handoffs, c.W4Time)
-	p("The gap runs from the moment a holder calls Unlock to the next holder's acquisition, as in W2. *Requests / handoff* is read from the server's own counter (%s) before the first release and while the last holder holds the key: every request of the herd, waiters included; - where the server has no counter.\n\n", "Redis INFO total_commands_processed, etcd grpc_server_msg_received_total, ZooKeeper mntr zk_packets_received, PostgreSQL xact_commit + xact_rollback, MariaDB Questions")
+	p("The gap runs from the moment a holder calls Unlock to the next holder's acquisition, as in W2. *Requests / handoff* is read from the server's own counter (%s) before the first release and while the last holder holds the key: every request of the herd, waiters included; - where the server has no counter.\n\n", "Redis INFO total_commands_processed, which counts a script once and each of its redis.call once more; etcd grpc_server_msg_received_total, ZooKeeper mntr zk_packets_received, PostgreSQL xact_commit + xact_rollback, MariaDB Questions")
 	p("| backend | wakeup | handoffs | handoffs/s | gap p50 | gap p99 | requests / handoff |")
 	if all {
 		p(" counter |\n|---|---|--:|--:|--:|--:|--:|---|\n")
