@@ -2,6 +2,7 @@ package benchmarks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -151,7 +152,9 @@ func acquireAll(ctx, hctx context.Context, l distlock.Locker, held []*distlock.H
 }
 
 // releaseAll releases every Held, parallel at a time; it reports the first
-// error that is not the loss of a lease (a lost lease was counted).
+// error that is not the loss of a lease (one lost in the window was counted; one
+// that expired after it, its renewals behind on a loaded server, is not an
+// error of the harness).
 func releaseAll(ctx context.Context, held []*distlock.Held, parallel int) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w5SetupTimeout)
 	defer cancel()
@@ -165,8 +168,7 @@ func releaseAll(ctx context.Context, held []*distlock.Held, parallel int) error 
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			lost := h.Err() != nil
-			if err := h.Release(rctx); err != nil && !lost {
+			if err := h.Release(rctx); err != nil && !errors.Is(err, distlock.ErrNotHeld) {
 				ferr.set(fmt.Errorf("Release: %w", err))
 			}
 		})
