@@ -173,7 +173,7 @@ func RunW4(ctx context.Context, s Subject, cfg Config, key string) (r Result) {
 	}
 
 	mu.Lock()
-	handoffs := min(seq, target)
+	handoffs, counted := min(seq, target), closed // counted: the counter was read at the end
 	mu.Unlock()
 	var ds []time.Duration
 	for i := 1; i <= handoffs; i++ {
@@ -192,7 +192,7 @@ func RunW4(ctx context.Context, s Subject, cfg Config, key string) (r Result) {
 	case s.Requests == nil:
 	case counterErr != nil:
 		r.Counter += fmt.Sprintf(" (not read: %v)", counterErr)
-	case handoffs > 0:
+	case handoffs > 0 && counted:
 		r.ReqPerOp = float64(after-before) / float64(handoffs)
 	}
 	if err := ferr.get(); err != nil {
