@@ -47,8 +47,18 @@ func RunW5(ctx context.Context, s Subject, cfg Config, keyPrefix string) (r Resu
 		r.Unavailable = "no distlock.Locker to Hold"
 		return r
 	}
+	// Hold's Observer counts its renewals: Hold gets the Locker itself, so it
+	// sees every optional interface it looks for (LossNotifier and the like),
+	// which a counting wrapper would have to copy one by one.
 	var renewals atomic.Int64
-	l := countRenewals(lc.l, &renewals)
+	opts := &distlock.HoldOptions{TTL: cfg.W5TTL, Observer: distlock.Observer{
+		OnEvent: func(_ context.Context, ev distlock.Event) {
+			if ev.Op == distlock.OpRenew {
+				renewals.Add(1)
+			}
+		},
+	}}
+	l := lc.l
 	held := make([]*distlock.Held, n)
 	hctx, cancelHolds := context.WithCancel(ctx)
 	defer cancelHolds()
@@ -59,7 +69,7 @@ func RunW5(ctx context.Context, s Subject, cfg Config, keyPrefix string) (r Resu
 	}()
 
 	heap0, g0 := liveHeap(), runtime.NumGoroutine()
-	if err := acquireAll(ctx, hctx, l, held, keyPrefix, cfg); err != nil {
+	if err := acquireAll(ctx, hctx, l, held, keyPrefix, cfg, opts); err != nil {
 		r.Err = err.Error()
 		return r
 	}
@@ -105,9 +115,10 @@ func RunW5(ctx context.Context, s Subject, cfg Config, keyPrefix string) (r Resu
 	return r
 }
 
-// acquireAll fills held with leases on keyPrefix + index, each under Hold(hctx),
+// acquireAll fills held with leases on keyPrefix + index, each under Hold(hctx)
+// with opts,
 // cfg.W5Parallel at a time.
-func acquireAll(ctx, hctx context.Context, l distlock.Locker, held []*distlock.Held, keyPrefix string, cfg Config) error {
+func acquireAll(ctx, hctx context.Context, l distlock.Locker, held []*distlock.Held, keyPrefix string, cfg Config, opts *distlock.HoldOptions) error {
 	actx, cancel := context.WithTimeout(ctx, w5SetupTimeout)
 	defer cancel()
 	var ferr firstErr
@@ -140,7 +151,7 @@ func acquireAll(ctx, hctx context.Context, l distlock.Locker, held []*distlock.H
 				ferr.set(fmt.Errorf("TryLock %q (%d attempts): %w", key, w5Attempts, err))
 				return
 			}
-			held[i] = distlock.Hold(hctx, l, lease, &distlock.HoldOptions{TTL: cfg.W5TTL})
+			held[i] = distlock.Hold(hctx, l, lease, opts)
 			acquired.Add(1)
 		})
 	}
@@ -193,56 +204,3 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
-
-// countRenewals wraps l so that every Renew adds one to n. The wrapper keeps
-// the optional interfaces that distlock uses (Waiter for Lock, LossNotifier for
-// Hold, which otherwise would not watch for the loss and would keep no
-// goroutine per lease).
-func countRenewals(l distlock.Locker, n *atomic.Int64) distlock.Locker {
-	c := countingLocker{l, n}
-	w, isW := l.(distlock.Waiter)
-	ln, isLN := l.(distlock.LossNotifier)
-	switch {
-	case isW && isLN:
-		return countingBoth{c, w, ln}
-	case isW:
-		return countingWaiter{c, w}
-	case isLN:
-		return countingNotifier{c, ln}
-	}
-	return c
-}
-
-type countingLocker struct {
-	distlock.Locker
-	n *atomic.Int64
-}
-
-func (c countingLocker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
-	c.n.Add(1)
-	return c.Locker.Renew(ctx, lease, ttl)
-}
-
-type countingWaiter struct {
-	countingLocker
-	w distlock.Waiter
-}
-
-func (c countingWaiter) Wait(ctx context.Context, key string) error { return c.w.Wait(ctx, key) }
-
-type countingNotifier struct {
-	countingLocker
-	ln distlock.LossNotifier
-}
-
-func (c countingNotifier) Lost(lease distlock.Lease) <-chan struct{} { return c.ln.Lost(lease) }
-
-type countingBoth struct {
-	countingLocker
-	w  distlock.Waiter
-	ln distlock.LossNotifier
-}
-
-func (c countingBoth) Wait(ctx context.Context, key string) error { return c.w.Wait(ctx, key) }
-
-func (c countingBoth) Lost(lease distlock.Lease) <-chan struct{} { return c.ln.Lost(lease) }
