@@ -128,8 +128,8 @@ func SmokeConfig() Config {
 		W4Time:         2 * time.Second,
 		W4Settle:       100 * time.Millisecond,
 		W5Leases:       500,
-		W5TTL:          300 * time.Millisecond,
-		W5Time:         500 * time.Millisecond,
+		W5TTL:          time.Second, // a renewal every 333ms: -race on a busy machine loses none
+		W5Time:         700 * time.Millisecond,
 		W5Parallel:     16,
 	}
 }

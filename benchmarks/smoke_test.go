@@ -89,8 +89,8 @@ func TestSmokeW4W5(t *testing.T) {
 	require.True(t, r.OK(), "W5: %+v", r)
 	assert.Equal(t, cfg.W5Leases, r.Goroutines)
 	assert.Zero(t, r.Lost)
-	// Every lease renews about every W5TTL/3.
-	assert.Greater(t, r.N, cfg.W5Leases, "renewals")
+	// Every lease renews about every W5TTL/3: about twice in the window.
+	assert.Greater(t, r.N, cfg.W5Leases/2, "renewals")
 	assert.Positive(t, r.HeapPerLease)
 	// Hold keeps at most one goroutine per lease (to watch a LossNotifier's
 	// channel; none with a timer-only chain or a LossWatcher).
