@@ -77,6 +77,7 @@ func TestSmokeW4W5(t *testing.T) {
 	s := MemlockSubjects(cfg)[0]
 
 	r := RunW4(ctx, s, cfg, "smoke/w4")
+	t.Logf("W4: n=%d p50=%v p99=%v%s", r.N, r.P50, r.P99, extra(r))
 	require.True(t, r.OK(), "W4: %+v", r)
 	assert.Equal(t, cfg.W4Waiters, r.Goroutines)
 	assert.Equal(t, cfg.W4Handoffs, r.N, "W4 handoffs")
@@ -86,6 +87,7 @@ func TestSmokeW4W5(t *testing.T) {
 	assert.Less(t, r.ReqPerOp, 0.0, "memlock has no server counter")
 
 	r = RunW5(ctx, s, cfg, "smoke/w5/")
+	t.Logf("W5: renewals=%d rate=%.0f/s%s", r.N, r.Rate, extra(r))
 	require.True(t, r.OK(), "W5: %+v", r)
 	assert.Equal(t, cfg.W5Leases, r.Goroutines)
 	assert.Zero(t, r.Lost)
