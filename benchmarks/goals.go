@@ -16,7 +16,7 @@ func (rep *Report) goals(b *strings.Builder, h string) {
 	p("| failover <= ttl (or session timeout) + %.0f%% | %s |\n", failoverSlack*100, rep.failoverGoal())
 	p("| herd of %d waiters (W4): handoff gap p50 <= %v and server requests per handoff <= %d on every backend with a Waiter | %s |\n",
 		max(rep.Config.W4Waiters, DefaultConfig().W4Waiters), handoffGoal, herdRequestsGoal, rep.herdGoal())
-	p("| memory per held lease < %d B (W5) | %s |\n", leaseMemoryGoal, rep.leaseGoal())
+	p("| memory per held lease < %d KiB (W5: live heap, %s leases under Hold) | %s |\n", leaseMemoryGoal/1024, orDash(rep.leasesText()), rep.leaseGoal())
 	p("\n")
 }
 
@@ -26,6 +26,14 @@ const (
 	herdRequestsGoal = 25
 	leaseMemoryGoal  = 2048
 )
+
+// leasesText is W5's number of leases, or "" for a Config without W5.
+func (rep *Report) leasesText() string {
+	if rep.Config.W5Leases == 0 {
+		return ""
+	}
+	return fmt.Sprint(rep.Config.W5Leases)
+}
 
 // herdGoal returns the result and numbers cells of the herd's goal.
 func (rep *Report) herdGoal() string {

@@ -187,7 +187,7 @@ func (rep *Report) leasesTable(b *strings.Builder, h string, all bool) {
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	p("%s W5 many leases: %d keys held at once under distlock.Hold\n\n", h, c.W5Leases)
 	p("One client acquires %d keys, %d at a time, and keeps each under distlock.Hold with ttl %v (a renewal every %v) for %v. ", c.W5Leases, c.W5Parallel, c.W5TTL, c.W5TTL/3, c.W5Time)
-	p("*Requests / renewal* comes from the server's own counter, as in W4; *CPU / renewal* is this process's user + system time; *heap / lease* (live heap after a GC) and *goroutines / lease* are what each held lease adds. *Lost* counts leases lost during the window.\n\n")
+	p("*Requests / renewal* comes from the server's own counter, as in W4; *CPU / renewal* is this process's user + system time; *heap / lease* (live heap after a GC) and *goroutines / lease* are what each held lease adds, read once all are held (goroutines include the renewals in flight then). *Lost* counts leases lost during the window.\n\n")
 	p("| backend | renewals/s | lost | requests / renewal | CPU / renewal | heap / lease | goroutines / lease |\n|---|--:|--:|--:|--:|--:|--:|\n")
 	for _, s := range rows {
 		if !all && s.Role != Ours {
