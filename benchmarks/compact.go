@@ -15,94 +15,102 @@ func (rep *Report) compactTables(b *strings.Builder, h string) {
 	for i, g := range gs {
 		counts[i] = fmt.Sprint(g)
 	}
-	p("%s W1 uncontended: TryLock+Unlock pairs per second, %s goroutines sharing one client\n\n", h, strings.Join(counts, " / "))
-	p("*x* is ours over the other row in the same run. The floor is the protocol's fewest round trips, issued by hand (for PostgreSQL its advisory lock, also the peer).\n\n")
-	p("| backend | ops/s | best peer: ops/s | x peer | floor ops/s | x floor |\n|---|--:|---|--:|--:|--:|\n")
-	for _, s := range rep.subjects(W1) {
-		if s.Role != Ours {
-			continue
-		}
-		if st := rep.rowStatus(s.Subject, W1); st != "" {
-			p("| %s | %s | | | | |\n", s.Subject, st)
-			continue
-		}
-		var ours, peers, xPeer, floors, xFloor []string
-		var names []string
-		for _, g := range gs {
-			r, _ := rep.find(s.Subject, W1, g)
-			ours = append(ours, cellRate(r))
-			peer, ok := rep.bestPeer(s.Protocol, W1, g)
-			if ok {
-				names = append(names, peer.Subject)
+	if len(rep.subjects(W1)) > 0 {
+		p("%s W1 uncontended: TryLock+Unlock pairs per second, %s goroutines sharing one client\n\n", h, strings.Join(counts, " / "))
+		p("*x* is ours over the other row in the same run. The floor is the protocol's fewest round trips, issued by hand (for PostgreSQL its advisory lock, also the peer).\n\n")
+		p("| backend | ops/s | best peer: ops/s | x peer | floor ops/s | x floor |\n|---|--:|---|--:|--:|--:|\n")
+		for _, s := range rep.subjects(W1) {
+			if s.Role != Ours {
+				continue
 			}
-			peers = append(peers, cellRate(peer))
-			xPeer = append(xPeer, ratio(r, peer, ok))
-			fl, ok := rep.floor(s.Protocol, g)
-			floors = append(floors, cellRate(fl))
-			xFloor = append(xFloor, ratio(r, fl, ok && fl.OK()))
-		}
-		peerCell := "-"
-		switch {
-		case len(names) == 0:
-		case allSame(names) && len(names) == len(gs):
-			peerCell = names[0] + ": " + strings.Join(peers, " / ")
-		default: // different peers win at different goroutine counts
-			var cells []string
-			for i, g := range gs {
-				if peer, ok := rep.bestPeer(s.Protocol, W1, g); ok {
-					cells = append(cells, peer.Subject+" "+peers[i])
-				} else {
-					cells = append(cells, "-")
+			if st := rep.rowStatus(s.Subject, W1); st != "" {
+				p("| %s | %s | | | | |\n", s.Subject, st)
+				continue
+			}
+			var ours, peers, xPeer, floors, xFloor []string
+			var names []string
+			for _, g := range gs {
+				r, _ := rep.find(s.Subject, W1, g)
+				ours = append(ours, cellRate(r))
+				peer, ok := rep.bestPeer(s.Protocol, W1, g)
+				if ok {
+					names = append(names, peer.Subject)
 				}
+				peers = append(peers, cellRate(peer))
+				xPeer = append(xPeer, ratio(r, peer, ok))
+				fl, ok := rep.floor(s.Protocol, g)
+				floors = append(floors, cellRate(fl))
+				xFloor = append(xFloor, ratio(r, fl, ok && fl.OK()))
 			}
-			peerCell = strings.Join(cells, " / ")
+			peerCell := "-"
+			switch {
+			case len(names) == 0:
+			case allSame(names) && len(names) == len(gs):
+				peerCell = names[0] + ": " + strings.Join(peers, " / ")
+			default: // different peers win at different goroutine counts
+				var cells []string
+				for i, g := range gs {
+					if peer, ok := rep.bestPeer(s.Protocol, W1, g); ok {
+						cells = append(cells, peer.Subject+" "+peers[i])
+					} else {
+						cells = append(cells, "-")
+					}
+				}
+				peerCell = strings.Join(cells, " / ")
+			}
+			p("| %s | %s | %s | %s | %s | %s |\n", s.Subject, strings.Join(ours, " / "), peerCell,
+				dashes(xPeer), dashes(floors), dashes(xFloor))
 		}
-		p("| %s | %s | %s | %s | %s | %s |\n", s.Subject, strings.Join(ours, " / "), peerCell,
-			dashes(xPeer), dashes(floors), dashes(xFloor))
+		p("\n")
 	}
-	p("\n")
 
-	p("%s W2 contended handoff: %d clients take turns on one key, each holds it %v\n\n", h, rep.Config.W2Waiters, rep.Config.W2Hold)
-	p("The gap runs from a holder's Unlock to the next holder's acquisition. *x peer* is acquisitions per second over the best peer's.\n\n")
-	p("| backend | wakeup | acquisitions/s | gap p50 | best peer: acquisitions/s, gap p50 | x peer |\n|---|---|--:|--:|---|--:|\n")
-	for _, s := range rep.subjects(W2) {
-		if s.Role != Ours {
-			continue
+	if len(rep.subjects(W2)) > 0 {
+		p("%s W2 contended handoff: %d clients take turns on one key, each holds it %v\n\n", h, rep.Config.W2Waiters, rep.Config.W2Hold)
+		p("The gap runs from a holder's Unlock to the next holder's acquisition. %s *x peer* is acquisitions per second over the best peer's.\n\n", rep.roundsText())
+		p("| backend | wakeup | acquisitions/s | gap p50 | p50 spread | best peer: acquisitions/s, gap p50 | x peer |\n|---|---|--:|--:|--:|---|--:|\n")
+		for _, s := range rep.subjects(W2) {
+			if s.Role != Ours {
+				continue
+			}
+			r, _ := rep.find(s.Subject, W2, 0)
+			if st := status(r); st != "" {
+				p("| %s | %s | %s | | | | |\n", s.Subject, s.wakeup, st)
+				continue
+			}
+			peerCell, x := "-", "-"
+			if peer, ok := rep.bestPeer(s.Protocol, W2, 0); ok {
+				peerCell = fmt.Sprintf("%s: %s, %s", peer.Subject, rate(peer.Rate), dur(peer.P50))
+				x = ratio(r, peer, true)
+			}
+			p("| %s | %s | %s%s | %s | %s | %s | %s |\n", s.Subject, s.wakeup, rate(r.Rate), violations(r), dur(r.P50), spread(r), peerCell, x)
 		}
-		r, _ := rep.find(s.Subject, W2, 0)
-		if st := status(r); st != "" {
-			p("| %s | %s | %s | | | |\n", s.Subject, s.wakeup, st)
-			continue
-		}
-		peerCell, x := "-", "-"
-		if peer, ok := rep.bestPeer(s.Protocol, W2, 0); ok {
-			peerCell = fmt.Sprintf("%s: %s, %s", peer.Subject, rate(peer.Rate), dur(peer.P50))
-			x = ratio(r, peer, true)
-		}
-		p("| %s | %s | %s%s | %s | %s | %s |\n", s.Subject, s.wakeup, rate(r.Rate), violations(r), dur(r.P50), peerCell, x)
+		p("\n")
 	}
-	p("\n")
 
-	p("%s W3 failover: the holder is killed without Unlock\n\n", h)
-	p("From the kill to the acquisition of a waiter that was already blocked, worst of %d trials, against the ttl or session timeout the holder had (the goal: at most %.0f%% over it).\n\n", rep.Config.W3Trials, failoverSlack*100)
-	p("| backend | failover | bound | x bound | best peer: failover, bound | x bound |\n|---|--:|---|--:|---|--:|\n")
-	for _, s := range rep.subjects(W3) {
-		if s.Role != Ours {
-			continue
+	if len(rep.subjects(W3)) > 0 {
+		p("%s W3 failover: the holder is killed without Unlock\n\n", h)
+		p("From the kill to the acquisition of a waiter that was already blocked, worst of %d trials, against the ttl or session timeout the holder had (the goal: at most %.0f%% over it).\n\n", rep.Config.W3Trials, failoverSlack*100)
+		p("| backend | failover | bound | x bound | best peer: failover, bound | x bound |\n|---|--:|---|--:|---|--:|\n")
+		for _, s := range rep.subjects(W3) {
+			if s.Role != Ours {
+				continue
+			}
+			r, _ := rep.find(s.Subject, W3, 0)
+			if st := status(r); st != "" {
+				p("| %s | %s | | | | |\n", s.Subject, st)
+				continue
+			}
+			peerCell, x := "-", "-"
+			if peer, ok := rep.bestPeer(s.Protocol, W3, 0); ok {
+				peerCell = fmt.Sprintf("%s: %s, %s", peer.Subject, dur(peer.Max), bound(peer))
+				x = boundRatio(peer)
+			}
+			p("| %s | %s | %s | %s | %s | %s |\n", s.Subject, dur(r.Max), bound(r), boundRatio(r), peerCell, x)
 		}
-		r, _ := rep.find(s.Subject, W3, 0)
-		if st := status(r); st != "" {
-			p("| %s | %s | | | | |\n", s.Subject, st)
-			continue
-		}
-		peerCell, x := "-", "-"
-		if peer, ok := rep.bestPeer(s.Protocol, W3, 0); ok {
-			peerCell = fmt.Sprintf("%s: %s, %s", peer.Subject, dur(peer.Max), bound(peer))
-			x = boundRatio(peer)
-		}
-		p("| %s | %s | %s | %s | %s | %s |\n", s.Subject, dur(r.Max), bound(r), boundRatio(r), peerCell, x)
+		p("\n")
 	}
-	p("\n")
+	rep.herdTable(b, h, false)
+	rep.leasesTable(b, h, false)
 }
 
 // rowStatus returns the status of subject's W1 row when none of its cells was

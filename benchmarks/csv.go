@@ -23,7 +23,13 @@ const runLine = "# run (JSON): "
 // was measured.
 var csvColumns = []string{"subject", "protocol", "role", "workload", "goroutines", "n", "elapsed_s", "rate_per_s",
 	"p50_ms", "p99_ms", "max_ms", "gaps", "bound_ms", "bound_kind", "baseline", "ratio", "violations", "status", "error",
-	"w1_baseline", "waiter", "wakeup", "note"}
+	"w1_baseline", "waiter", "wakeup", "note",
+	"rounds", "p50_lo_ms", "p50_hi_ms", "requests_per_op", "counter", "cpu_per_op_ms", "heap_per_lease_bytes", "goroutines_per_lease", "lost"}
+
+// csvAdded are the columns that matrix.csv files written before W2's rounds, W4
+// and W5 lack: ReadCSV leaves their fields at their defaults.
+var csvAdded = map[string]bool{"rounds": true, "p50_lo_ms": true, "p50_hi_ms": true, "requests_per_op": true, "counter": true,
+	"cpu_per_op_ms": true, "heap_per_lease_bytes": true, "goroutines_per_lease": true, "lost": true}
 
 // runFacts is what the run's JSON line holds: the Report without its Results.
 type runFacts struct {
@@ -73,11 +79,17 @@ func (rep *Report) CSV() ([]byte, error) {
 		case r.Err != "":
 			st = "error"
 		}
+		perOp := ""
+		if r.ReqPerOp >= 0 {
+			perOp = strconv.FormatFloat(r.ReqPerOp, 'f', -1, 64)
+		}
 		_ = w.Write([]string{r.Subject, r.Protocol, string(r.Role), r.Workload, strconv.Itoa(r.Goroutines), strconv.Itoa(r.N),
 			strconv.FormatFloat(r.Elapsed.Seconds(), 'f', -1, 64), strconv.FormatFloat(r.Rate, 'f', -1, 64),
 			ms(r.P50), ms(r.P99), ms(r.Max), strconv.Itoa(r.Gaps), ms(r.Bound), r.BoundKind, name, ratioS,
 			strconv.Itoa(r.Violations), st, r.Err,
-			strconv.FormatBool(r.Baseline), strconv.FormatBool(r.Waiter), r.Wakeup, r.Note})
+			strconv.FormatBool(r.Baseline), strconv.FormatBool(r.Waiter), r.Wakeup, r.Note,
+			strconv.Itoa(r.Rounds), ms(r.P50Lo), ms(r.P50Hi), perOp, r.Counter, ms(r.CPUPerOp),
+			strconv.FormatFloat(r.HeapPerLease, 'f', -1, 64), strconv.FormatFloat(r.GoroutinesPerLease, 'f', -1, 64), strconv.Itoa(r.Lost)})
 	}
 	w.Flush()
 	return b.Bytes(), w.Error()
@@ -126,7 +138,7 @@ func ReadCSV(in io.Reader) (*Report, error) {
 		col[name] = i
 	}
 	for _, name := range csvColumns {
-		if _, ok := col[name]; !ok {
+		if _, ok := col[name]; !ok && !csvAdded[name] {
 			return nil, fmt.Errorf("matrix.csv: no column %q", name)
 		}
 	}
@@ -143,13 +155,25 @@ func ReadCSV(in io.Reader) (*Report, error) {
 // parseRow reads one result; col maps column names to indexes.
 func parseRow(cells []string, col map[string]int) (Result, error) {
 	var errs []error
-	get := func(name string) string { return cells[col[name]] }
+	get := func(name string) string {
+		i, ok := col[name]
+		if !ok { // a column that an older file lacks
+			return ""
+		}
+		return cells[i]
+	}
 	atoi := func(name string) int {
+		if _, ok := col[name]; !ok {
+			return 0
+		}
 		v, err := strconv.Atoi(get(name))
 		errs = append(errs, err)
 		return v
 	}
 	float := func(name string) float64 {
+		if _, ok := col[name]; !ok {
+			return 0
+		}
 		v, err := strconv.ParseFloat(get(name), 64)
 		errs = append(errs, err)
 		return v
@@ -170,6 +194,14 @@ func parseRow(cells []string, col map[string]int) (Result, error) {
 		Bound: msDur("bound_ms"), BoundKind: get("bound_kind"), Violations: atoi("violations"),
 		Err: get("error"), Baseline: boolean("w1_baseline"), Waiter: boolean("waiter"),
 		Wakeup: get("wakeup"), Note: get("note"),
+		Rounds: atoi("rounds"), P50Lo: msDur("p50_lo_ms"), P50Hi: msDur("p50_hi_ms"), Counter: get("counter"),
+		CPUPerOp: msDur("cpu_per_op_ms"), HeapPerLease: float("heap_per_lease_bytes"),
+		GoroutinesPerLease: float("goroutines_per_lease"), Lost: atoi("lost"), ReqPerOp: -1,
+	}
+	if v := get("requests_per_op"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		errs = append(errs, err)
+		r.ReqPerOp = f
 	}
 	if u, ok := strings.CutPrefix(get("status"), "not measured: "); ok {
 		r.Unavailable = u

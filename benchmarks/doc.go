@@ -1,5 +1,5 @@
 // Package benchmarks measures every distlock backend, and the peer libraries a user
-// would pick instead, under the same three workloads in one run, and writes the
+// would pick instead, under the same workloads in one run, and writes the
 // backend matrix (results/matrix.md, results/matrix.csv and the README section
 // between the matrix markers).
 //
@@ -15,13 +15,36 @@
 //     connections), take turns on one key with a blocking acquire and hold it 1ms:
 //     acquisitions per second, and the gap from one holder's Unlock (the moment it
 //     calls Unlock) to the next holder's acquisition (the moment its acquire
-//     returns), both read from one monotonic clock in this process.
+//     returns), both read from one monotonic clock in this process. Like W1, W2
+//     runs in rounds (Config.W2Rounds, 3), the subjects of a protocol taking
+//     turns, so that a change in the machine's load hits them alike; the report
+//     gives the median of the rounds' gap p50 and their spread (lowest to
+//     highest).
 //   - W3, failover: a holder, connected through a faultproxy, acquires the key and is
 //     then "killed": its connections are reset and new ones refused, as when its
 //     process dies (clients without a network connection close their client
 //     instead). A waiter on its own client is already blocked on the key; W3
 //     measures the time from the kill until the waiter holds the key, and compares
 //     it with the lease's ttl or the session timeout.
+//   - W4, herd: 1,000 goroutines over 4 clients block on one key with a blocking
+//     acquire (distlock.Lock, so the Locker's Waiter) while a first holder has
+//     it; then holders take turns, each holding it 1ms, for up to 30 handoffs or
+//     10s: the gap from a holder's call of Unlock to the next holder's
+//     acquisition (p50, p99), as in W2, and the server requests per handoff, read from the
+//     server's own counter (counters.go: Redis INFO total_commands_processed,
+//     etcd grpc_server_msg_received_total, ZooKeeper mntr zk_packets_received,
+//     PostgreSQL xact_commit + xact_rollback, MariaDB Questions; "-" where there
+//     is none). Goal: p50 <= 2ms and at most 25 requests per handoff.
+//   - W5, many leases: one client holds 10,000 keys at once under
+//     distlock.Hold (ttl 3s, a renewal every 1s) for 6s: renewals per second,
+//     server requests and this process's CPU time per renewal, and the live
+//     heap and goroutines each held lease adds; leases lost in the window are
+//     counted. Goal: less than 2 KiB of heap per held lease.
+//
+// W4 and W5 run on our backends only: they need a distlock.Locker (Hold). A
+// cell that fails to set up records its error and the matrix goes on. The test
+// flags -matrix.only (a regexp of subject names) and -matrix.workloads (a comma
+// list: w1,w2,...) select a part of the matrix; the README is then left alone.
 //
 // Each subject is a Subject: a name, its role (one of ours, a peer library, or a
 // protocol's raw floor: the fewest round trips issued by hand), and a constructor of

@@ -40,8 +40,8 @@ func EtcdSubjects(addr string, cfg Config) []Subject {
 	return []Subject{
 		{
 			Name: "etcdlock", Protocol: "etcd", Role: Ours,
-			Wakeup: "watch (Waiter)", Waiter: true, Workloads: all,
-			Bound: cfg.TTL, BoundKind: "ttl", Networked: true,
+			Wakeup: "watch (Waiter)", Waiter: true, Workloads: ours,
+			Bound: cfg.TTL, BoundKind: "ttl", Networked: true, Requests: etcdCounter(addr),
 			New: func(ctx context.Context, route Route) (Client, error) {
 				cli, err := newEtcdClient(addr, route)
 				if err != nil {

@@ -14,7 +14,85 @@ func (rep *Report) goals(b *strings.Builder, h string) {
 	p("| redislock uncontended >= 1.0x the faster of redsync and bsm/redislock | %s |\n", rep.uncontendedGoal())
 	p("| handoff gap p50 <= %v on every backend with a Waiter | %s |\n", handoffGoal, rep.handoffGoal())
 	p("| failover <= ttl (or session timeout) + %.0f%% | %s |\n", failoverSlack*100, rep.failoverGoal())
+	p("| herd of %d waiters (W4): handoff gap p50 <= %v and server requests per handoff <= %d on every backend with a Waiter | %s |\n",
+		max(rep.Config.W4Waiters, DefaultConfig().W4Waiters), handoffGoal, herdRequestsGoal, rep.herdGoal())
+	p("| memory per held lease < %d KiB (W5: live heap, %s leases under Hold) | %s |\n", leaseMemoryGoal/1024, orDash(rep.leasesText()), rep.leaseGoal())
 	p("\n")
+}
+
+// herdRequestsGoal bounds W4's server requests per handoff: a constant, whatever
+// the number of waiters. leaseMemoryGoal bounds W5's heap per held lease.
+const (
+	herdRequestsGoal = 25
+	leaseMemoryGoal  = 2048
+)
+
+// leasesText is W5's number of leases, or "" for a Config without W5.
+func (rep *Report) leasesText() string {
+	if rep.Config.W5Leases == 0 {
+		return ""
+	}
+	return fmt.Sprint(rep.Config.W5Leases)
+}
+
+// herdGoal returns the result and numbers cells of the herd's goal.
+func (rep *Report) herdGoal() string {
+	verdict := "met"
+	var parts []string
+	for _, r := range rep.Results {
+		if r.Workload != W4 || r.Role != Ours || !r.Waiter {
+			continue
+		}
+		if !r.OK() {
+			parts = append(parts, fmt.Sprintf("%s %s", r.Subject, status(r)))
+			if r.Unavailable == "" {
+				verdict = "not met"
+			}
+			continue
+		}
+		mark := ""
+		if r.P50 > handoffGoal || r.ReqPerOp > herdRequestsGoal {
+			verdict, mark = "not met", " (over)"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s, %s req%s", r.Subject, dur(r.P50), perOp(r), mark))
+	}
+	if len(parts) == 0 {
+		return "not measured | -"
+	}
+	if rep.partial(W4, true) {
+		verdict += " (for the backends measured)"
+	}
+	return verdict + " | gap p50, requests per handoff: " + strings.Join(parts, ", ")
+}
+
+// leaseGoal returns the result and numbers cells of the memory per lease goal.
+func (rep *Report) leaseGoal() string {
+	verdict := "met"
+	var parts []string
+	for _, r := range rep.Results {
+		if r.Workload != W5 || r.Role != Ours {
+			continue
+		}
+		if !r.OK() {
+			parts = append(parts, fmt.Sprintf("%s %s", r.Subject, status(r)))
+			if r.Unavailable == "" {
+				verdict = "not met"
+			}
+			continue
+		}
+		mark := ""
+		if r.HeapPerLease >= leaseMemoryGoal {
+			verdict, mark = "not met", " (over)"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s%s", r.Subject, bytesPer(r.HeapPerLease), mark))
+	}
+	if len(parts) == 0 {
+		return "not measured | -"
+	}
+	if rep.partial(W5, false) {
+		verdict += " (for the backends measured)"
+	}
+	return verdict + " | heap per lease: " + strings.Join(parts, ", ")
 }
 
 // uncontendedGoal returns the result and numbers cells of goal 1.
@@ -64,6 +142,9 @@ func (rep *Report) handoffGoal() string {
 		}
 		parts = append(parts, fmt.Sprintf("%s %s%s", r.Subject, dur(r.P50), mark))
 	}
+	if len(parts) == 0 {
+		return "not measured | -"
+	}
 	if rep.partial(W2, true) {
 		verdict += " (for the backends measured)"
 	}
@@ -90,6 +171,9 @@ func (rep *Report) failoverGoal() string {
 			verdict, mark = "not met", " (over)"
 		}
 		parts = append(parts, fmt.Sprintf("%s %.2f%s", r.Subject, float64(r.Max)/float64(r.Bound), mark))
+	}
+	if len(parts) == 0 {
+		return "not measured | -"
 	}
 	if rep.partial(W3, false) {
 		verdict += " (for the backends measured)"

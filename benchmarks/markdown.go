@@ -66,64 +66,149 @@ func (rep *Report) Full() string {
 func (rep *Report) fullTables(b *strings.Builder, h string) {
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 
-	p("%s W1 uncontended: TryLock+Unlock on distinct keys, one shared client\n\n", h)
-	p("Latency is one TryLock+Unlock pair. *x floor* is ops/s over the protocol's floor (the fewest round trips by hand) in the same run.\n\n")
-	p("| subject | role |")
-	for _, g := range rep.Config.W1Goroutines {
-		p(" %d gor. ops/s | p50 | p99 | x floor |", g)
-	}
-	p("\n|---|---|")
-	for range rep.Config.W1Goroutines {
-		p("--:|--:|--:|--:|")
-	}
-	p("\n")
-	for _, s := range rep.subjects(W1) {
-		p("| %s | %s |", s.Subject, s.Role)
+	if len(rep.subjects(W1)) > 0 {
+		p("%s W1 uncontended: TryLock+Unlock on distinct keys, one shared client\n\n", h)
+		p("Latency is one TryLock+Unlock pair. *x floor* is ops/s over the protocol's floor (the fewest round trips by hand) in the same run.\n\n")
+		p("| subject | role |")
 		for _, g := range rep.Config.W1Goroutines {
-			r, _ := rep.find(s.Subject, W1, g)
+			p(" %d gor. ops/s | p50 | p99 | x floor |", g)
+		}
+		p("\n|---|---|")
+		for range rep.Config.W1Goroutines {
+			p("--:|--:|--:|--:|")
+		}
+		p("\n")
+		for _, s := range rep.subjects(W1) {
+			p("| %s | %s |", s.Subject, s.Role)
+			for _, g := range rep.Config.W1Goroutines {
+				r, _ := rep.find(s.Subject, W1, g)
+				if st := status(r); st != "" {
+					p(" %s | | | |", st)
+					continue
+				}
+				x := "-"
+				if _, ratio, ok := rep.baseline(r); ok {
+					x = fmt.Sprintf("%.2f", ratio)
+				}
+				p(" %s | %s | %s | %s |", rate(r.Rate), dur(r.P50), dur(r.P99), x)
+			}
+			p("\n")
+		}
+		p("\n")
+	}
+
+	if len(rep.subjects(W2)) > 0 {
+		p("%s W2 contended handoff: %d waiters on one key, each holds it %v\n\n", h, rep.Config.W2Waiters, rep.Config.W2Hold)
+		p("The gap runs from the moment a holder calls Unlock to the moment the next holder's acquire returns, on one monotonic clock. %s *x best peer* is acquisitions/s over the best peer of the protocol.\n\n", rep.roundsText())
+		p("| subject | role | wakeup | acquisitions/s | gap p50 | p50 spread | gap p99 | gaps | x best peer |\n|---|---|---|--:|--:|--:|--:|--:|--:|\n")
+		for _, s := range rep.subjects(W2) {
+			r, _ := rep.find(s.Subject, W2, 0)
 			if st := status(r); st != "" {
-				p(" %s | | | |", st)
+				p("| %s | %s | %s | %s | | | | | |\n", r.Subject, r.Role, s.wakeup, st)
 				continue
 			}
 			x := "-"
 			if _, ratio, ok := rep.baseline(r); ok {
 				x = fmt.Sprintf("%.2f", ratio)
 			}
-			p(" %s | %s | %s | %s |", rate(r.Rate), dur(r.P50), dur(r.P99), x)
+			p("| %s | %s | %s | %s%s | %s | %s | %s | %d | %s |\n", r.Subject, r.Role, s.wakeup, rate(r.Rate), violations(r), dur(r.P50), spread(r), dur(r.P99), r.Gaps, x)
+		}
+		p("\n")
+	}
+
+	if len(rep.subjects(W3)) > 0 {
+		p("%s W3 failover: the holder is killed without Unlock\n\n", h)
+		p("The holder's connections go through a faultproxy that resets them and refuses new ones, as when its process dies (memlock and SQLite: the holder's client is closed, or abandoned). A waiter on its own client is already blocked on the key; the time runs from the kill to the waiter's acquisition. The goal is at most the bound + %.0f%%.\n\n", failoverSlack*100)
+		p("| subject | role | failover median | max | bound | max / bound |\n|---|---|--:|--:|---|--:|\n")
+		for _, s := range rep.subjects(W3) {
+			r, _ := rep.find(s.Subject, W3, 0)
+			if st := status(r); st != "" {
+				p("| %s | %s | %s | | | |\n", r.Subject, r.Role, st)
+				continue
+			}
+			p("| %s | %s | %s | %s | %s | %s |\n", r.Subject, r.Role, dur(r.P50), dur(r.Max), bound(r), boundRatio(r))
+		}
+		p("\n")
+	}
+	rep.herdTable(b, h, true)
+	rep.leasesTable(b, h, true)
+}
+
+// roundsText says how W2's gap p50 and its spread come from the rounds.
+func (rep *Report) roundsText() string {
+	if rep.Config.W2Rounds < 2 {
+		return ""
+	}
+	return fmt.Sprintf("W2 runs in %d rounds, the subjects of a protocol taking turns: *gap p50* is the median of the rounds' p50s, *p50 spread* the lowest and the highest of them.", rep.Config.W2Rounds)
+}
+
+// herdTable writes W4's table: every row when all, ours only otherwise.
+func (rep *Report) herdTable(b *strings.Builder, h string, all bool) {
+	rows := rep.subjects(W4)
+	if len(rows) == 0 {
+		return
+	}
+	c := rep.Config
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	p("%s W4 herd: %d waiters on one key\n\n", h, c.W4Waiters)
+	p("%d goroutines, spread over %d clients, block on one key with a blocking acquire (distlock.Lock, which waits with the Locker's Waiter when it has one) while a first holder has it; then each holder holds it %v and unlocks, up to %d handoffs or %v. ", c.W4Waiters, c.W4Clients, c.W4Hold, c.W4Handoffs, c.W4Time)
+	p("The gap runs from the moment a holder calls Unlock to the next holder's acquisition, as in W2. *Requests / handoff* is read from the server's own counter (%s) before the first release and while the last holder holds the key: every request of the herd, waiters included; - where the server has no counter.\n\n", "Redis INFO total_commands_processed, which counts a script once and each of its redis.call once more; etcd grpc_server_msg_received_total, ZooKeeper mntr zk_packets_received, PostgreSQL xact_commit + xact_rollback, MariaDB Questions")
+	p("| backend | wakeup | handoffs | handoffs/s | gap p50 | gap p99 | requests / handoff |")
+	if all {
+		p(" counter |\n|---|---|--:|--:|--:|--:|--:|---|\n")
+	} else {
+		p("\n|---|---|--:|--:|--:|--:|--:|\n")
+	}
+	for _, s := range rows {
+		if !all && s.Role != Ours {
+			continue
+		}
+		r, _ := rep.find(s.Subject, W4, 0)
+		if st := status(r); st != "" {
+			p("| %s | %s | %s | | | | |", s.Subject, s.wakeup, st)
+		} else {
+			p("| %s | %s | %d | %s%s | %s | %s | %s |", s.Subject, s.wakeup, r.N, rate(r.Rate), violations(r), dur(r.P50), dur(r.P99), perOp(r))
+		}
+		if all {
+			p(" %s |", orDash(r.Counter))
 		}
 		p("\n")
 	}
 	p("\n")
+}
 
-	p("%s W2 contended handoff: %d waiters on one key, each holds it %v\n\n", h, rep.Config.W2Waiters, rep.Config.W2Hold)
-	p("The gap runs from the moment a holder calls Unlock to the moment the next holder's acquire returns, on one monotonic clock. *x best peer* is acquisitions/s over the best peer of the protocol.\n\n")
-	p("| subject | role | wakeup | acquisitions/s | gap p50 | gap p99 | gaps | x best peer |\n|---|---|---|--:|--:|--:|--:|--:|\n")
-	for _, s := range rep.subjects(W2) {
-		r, _ := rep.find(s.Subject, W2, 0)
-		if st := status(r); st != "" {
-			p("| %s | %s | %s | %s | | | | |\n", r.Subject, r.Role, s.wakeup, st)
+// leasesTable writes W5's table: every row when all, ours only otherwise.
+func (rep *Report) leasesTable(b *strings.Builder, h string, all bool) {
+	rows := rep.subjects(W5)
+	if len(rows) == 0 {
+		return
+	}
+	c := rep.Config
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	p("%s W5 many leases: %d keys held at once under distlock.Hold\n\n", h, c.W5Leases)
+	p("One client acquires %d keys, %d at a time, and keeps each under distlock.Hold with ttl %v (a renewal every %v) for %v. ", c.W5Leases, c.W5Parallel, c.W5TTL, c.W5TTL/3, c.W5Time)
+	p("*Requests / renewal* comes from the server's own counter, as in W4; *CPU / renewal* is this process's user + system time; *heap / lease* (live heap after a GC) and *goroutines / lease* are what each held lease adds, read once all are held (goroutines include the renewals in flight then). *Lost* counts leases lost during the window.\n\n")
+	p("| backend | renewals/s | lost | requests / renewal | CPU / renewal | heap / lease | goroutines / lease |\n|---|--:|--:|--:|--:|--:|--:|\n")
+	for _, s := range rows {
+		if !all && s.Role != Ours {
 			continue
 		}
-		x := "-"
-		if _, ratio, ok := rep.baseline(r); ok {
-			x = fmt.Sprintf("%.2f", ratio)
-		}
-		p("| %s | %s | %s | %s%s | %s | %s | %d | %s |\n", r.Subject, r.Role, s.wakeup, rate(r.Rate), violations(r), dur(r.P50), dur(r.P99), r.Gaps, x)
-	}
-	p("\n")
-
-	p("%s W3 failover: the holder is killed without Unlock\n\n", h)
-	p("The holder's connections go through a faultproxy that resets them and refuses new ones, as when its process dies (memlock and SQLite: the holder's client is closed, or abandoned). A waiter on its own client is already blocked on the key; the time runs from the kill to the waiter's acquisition. The goal is at most the bound + %.0f%%.\n\n", failoverSlack*100)
-	p("| subject | role | failover median | max | bound | max / bound |\n|---|---|--:|--:|---|--:|\n")
-	for _, s := range rep.subjects(W3) {
-		r, _ := rep.find(s.Subject, W3, 0)
+		r, _ := rep.find(s.Subject, W5, 0)
 		if st := status(r); st != "" {
-			p("| %s | %s | %s | | | |\n", r.Subject, r.Role, st)
+			p("| %s | %s | | | | | |\n", s.Subject, st)
 			continue
 		}
-		p("| %s | %s | %s | %s | %s | %s |\n", r.Subject, r.Role, dur(r.P50), dur(r.Max), bound(r), boundRatio(r))
+		p("| %s | %s | %d | %s | %s | %s | %.2f |\n", s.Subject, rate(r.Rate), r.Lost, perOp(r), dur(r.CPUPerOp), bytesPer(r.HeapPerLease), r.GoroutinesPerLease)
 	}
 	p("\n")
+}
+
+// bytesPer formats a number of bytes per lease.
+func bytesPer(f float64) string {
+	if f >= 10*1024 {
+		return fmt.Sprintf("%.1f KiB", f/1024)
+	}
+	return fmt.Sprintf("%.0f B", f)
 }
 
 // factsTables writes what else users compare, from AllFacts, with W3's median

@@ -32,11 +32,12 @@ func Run(ctx context.Context, subjects []Subject, cfg Config, commit Commit, ver
 			logf("%-28s %s g=%-2d %s", r.Subject, r.Workload, r.Goroutines, st)
 			return
 		}
-		logf("%-28s %s g=%-2d n=%-5d rate=%8.1f/s p50=%-10s p99=%-10s max=%-10s violations=%d",
-			r.Subject, r.Workload, r.Goroutines, r.N, r.Rate, dur(r.P50), dur(r.P99), dur(r.Max), r.Violations)
+		logf("%-28s %s g=%-2d n=%-5d rate=%8.1f/s p50=%-10s p99=%-10s max=%-10s violations=%d%s",
+			r.Subject, r.Workload, r.Goroutines, r.N, r.Rate, dur(r.P50), dur(r.P99), dur(r.Max), r.Violations, extra(r))
 	}
-	// Protocol by protocol: W1 with the protocol's subjects taking turns, then W2
-	// and W3 subject by subject.
+	// Protocol by protocol: W1 and W2 with the protocol's subjects taking turns,
+	// round by round, then W3, W4 and W5 subject by subject. cfg.Workloads
+	// selects the workloads.
 	var order []string
 	groups := map[string][]int{}
 	for i, s := range subjects {
@@ -46,30 +47,59 @@ func Run(ctx context.Context, subjects []Subject, cfg Config, commit Commit, ver
 		groups[s.Protocol] = append(groups[s.Protocol], i)
 	}
 	base := func(i int) string { return fmt.Sprintf("%s-%d", run, i) }
+	runs := func(s Subject, w string) bool { return cfg.Runs(w) && s.Runs(w) }
 	for _, proto := range order {
-		var w1 []Subject
-		var idx []int
-		for _, i := range groups[proto] {
-			if subjects[i].Runs(W1) {
-				w1, idx = append(w1, subjects[i]), append(idx, i)
+		// The protocol's subjects that run w, and their indexes in subjects.
+		of := func(w string) ([]Subject, []int) {
+			var ss []Subject
+			var idx []int
+			for _, i := range groups[proto] {
+				if runs(subjects[i], w) {
+					ss, idx = append(ss, subjects[i]), append(idx, i)
+				}
+			}
+			return ss, idx
+		}
+		if w1, idx := of(W1); len(w1) > 0 {
+			for _, g := range cfg.W1Goroutines {
+				for _, r := range RunW1Rounds(ctx, w1, cfg, g, func(j int) string { return fmt.Sprintf("%s-w1-%d-", base(idx[j]), g) }) {
+					add(r)
+				}
 			}
 		}
-		for _, g := range cfg.W1Goroutines {
-			for _, r := range RunW1Rounds(ctx, w1, cfg, g, func(j int) string { return fmt.Sprintf("%s-w1-%d-", base(idx[j]), g) }) {
+		if w2, idx := of(W2); len(w2) > 0 {
+			for _, r := range RunW2Rounds(ctx, w2, cfg, func(j int) string { return base(idx[j]) + "-w2" }) {
 				add(r)
 			}
 		}
 		for _, i := range groups[proto] {
 			s := subjects[i]
-			if s.Runs(W2) {
-				add(RunW2(ctx, s, cfg, base(i)+"-w2"))
-			}
-			if s.Runs(W3) {
+			if runs(s, W3) {
 				add(RunW3(ctx, s, cfg, base(i)+"-w3-"))
+			}
+			if runs(s, W4) {
+				add(RunW4(ctx, s, cfg, base(i)+"-w4"))
+			}
+			if runs(s, W5) {
+				add(RunW5(ctx, s, cfg, base(i)+"-w5-"))
 			}
 		}
 	}
 	rep.Took = time.Since(rep.Started)
 	rep.LoadAfter = LoadAvg()
 	return rep, nil
+}
+
+// extra is the log's end of a line for the measures of W2's rounds, W4 and W5.
+func extra(r Result) string {
+	switch r.Workload {
+	case W2:
+		return fmt.Sprintf(" rounds=%d p50 spread=%s", r.Rounds, spread(r))
+	case W4:
+		return fmt.Sprintf(" gaps=%d requests/handoff=%s", r.Gaps, perOp(r))
+	case W5:
+		return fmt.Sprintf(" requests/renewal=%s cpu/renewal=%s heap/lease=%.0fB goroutines/lease=%.2f lost=%d",
+			perOp(r), dur(r.CPUPerOp), r.HeapPerLease, r.GoroutinesPerLease, r.Lost)
+	}
+	return ""
 }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ var (
 	outDir = flag.String("matrix.out", "results", "directory for matrix.csv and matrix.md")
 	readme = flag.String("matrix.readme", "../README.md", "README whose matrix section is rewritten (empty: none)")
 	only   = flag.String("matrix.only", "", "run only the subjects whose name matches this regexp (then the README is left alone)")
+	wl     = flag.String("matrix.workloads", "", "comma-separated workloads to run (w1,w2,w3,w4,w5; default all; a selection leaves the README alone)")
 )
 
 var servers *Servers
@@ -32,13 +34,22 @@ func TestMain(m *testing.M) {
 // TestMatrix runs the whole matrix and writes its files: `make matrix`.
 func TestMatrix(t *testing.T) {
 	cfg := DefaultConfig()
+	out := *readme
+	if *wl != "" {
+		for _, w := range strings.Split(*wl, ",") {
+			cfg.Workloads = append(cfg.Workloads, strings.ToUpper(strings.TrimSpace(w)))
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("-matrix.workloads: %v", err)
+		}
+		out = ""
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	// The source measured, before anything runs; the files this run rewrites do
 	// not count as changes.
 	commit := ReadCommit(ctx, ".", filepath.Join(*outDir, "matrix.csv"), filepath.Join(*outDir, "matrix.md"), *readme)
 	subjects := servers.Subjects(cfg)
-	out := *readme
 	if *only != "" {
 		re, err := regexp.Compile(*only)
 		if err != nil {

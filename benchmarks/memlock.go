@@ -17,7 +17,7 @@ func MemlockSubjects(cfg Config) []Subject {
 		Role:      Ours,
 		Wakeup:    "channel (Waiter)",
 		Waiter:    true,
-		Workloads: all,
+		Workloads: ours,
 		Bound:     cfg.TTL,
 		BoundKind: "ttl",
 		New: func(context.Context, Route) (Client, error) {

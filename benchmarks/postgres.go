@@ -49,8 +49,8 @@ func PostgresSubjects(url string, cfg Config) []Subject {
 	return []Subject{
 		{
 			Name: "sqllock/postgres", Protocol: "postgres", Role: Ours,
-			Wakeup: "LISTEN/NOTIFY (Waiter)", Waiter: true, Workloads: all,
-			Bound: cfg.TTL, BoundKind: "ttl", Networked: true,
+			Wakeup: "LISTEN/NOTIFY (Waiter)", Waiter: true, Workloads: ours,
+			Bound: cfg.TTL, BoundKind: "ttl", Networked: true, Requests: pgCounter(url),
 			New: func(ctx context.Context, route Route) (Client, error) {
 				pool, err := newPGPool(ctx, url, route)
 				if err != nil {

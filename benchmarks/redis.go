@@ -38,8 +38,8 @@ func RedisSubjects(addr string, cfg Config) []Subject {
 	return []Subject{
 		{
 			Name: "redislock", Protocol: "redis", Role: Ours,
-			Wakeup: "pub/sub (Waiter)", Waiter: true, Workloads: all,
-			Bound: cfg.TTL, BoundKind: "ttl", Networked: true,
+			Wakeup: "pub/sub (Waiter)", Waiter: true, Workloads: ours,
+			Bound: cfg.TTL, BoundKind: "ttl", Networked: true, Requests: redisCounter(addr),
 			New: func(ctx context.Context, route Route) (Client, error) {
 				return newRedisLockClient(addr, route, cfg)
 			},

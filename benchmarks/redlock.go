@@ -15,8 +15,8 @@ func RedLockSubjects(addrs []string, cfg Config) []Subject {
 	return []Subject{
 		{
 			Name: "redlock", Protocol: "redlock", Role: Ours,
-			Wakeup: "pub/sub on every master (Waiter)", Waiter: true, Workloads: all,
-			Bound: cfg.TTL, BoundKind: "ttl", Networked: true,
+			Wakeup: "pub/sub on every master (Waiter)", Waiter: true, Workloads: ours,
+			Bound: cfg.TTL, BoundKind: "ttl", Networked: true, Requests: redisCounter(addrs...),
 			New: func(ctx context.Context, route Route) (Client, error) {
 				return newRedLockClient(addrs, route, cfg)
 			},

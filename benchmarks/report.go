@@ -294,8 +294,16 @@ func (rep *Report) header() []KV {
 	out = append(out, rep.Machine...)
 	out = append(out, KV{"load average", rep.loadText(true)})
 	out = append(out, rep.Versions...)
-	out = append(out, KV{"settings", fmt.Sprintf("ttl and session timeout %v; W1 %v goroutines, up to %d pairs or %v per cell in %d rounds (after %d warm-up pairs per goroutine); W2 %d waiters, hold %v, up to %d acquisitions or %v; W3 %d trials",
-		c.TTL, c.W1Goroutines, c.W1Ops, c.W1Time, c.W1Rounds, c.W1Warmup, c.W2Waiters, c.W2Hold, c.W2Acquisitions, c.W2Time, c.W3Trials)})
+	settings := fmt.Sprintf("ttl and session timeout %v; W1 %v goroutines, up to %d pairs or %v per cell in %d rounds (after %d warm-up pairs per goroutine); W2 %d waiters, hold %v, up to %d acquisitions or %v in %d rounds; W3 %d trials",
+		c.TTL, c.W1Goroutines, c.W1Ops, c.W1Time, c.W1Rounds, c.W1Warmup, c.W2Waiters, c.W2Hold, c.W2Acquisitions, c.W2Time, c.w2Rounds(), c.W3Trials)
+	if c.W4Waiters > 0 {
+		settings += fmt.Sprintf("; W4 %d waiters over %d clients, hold %v, up to %d handoffs or %v after %v to settle; W5 %d leases (acquired %d at a time) under Hold with ttl %v for %v",
+			c.W4Waiters, c.W4Clients, c.W4Hold, c.W4Handoffs, c.W4Time, c.W4Settle, c.W5Leases, c.W5Parallel, c.W5TTL, c.W5Time)
+	}
+	if len(c.Workloads) > 0 {
+		settings += fmt.Sprintf("; workloads %s only", strings.Join(c.Workloads, ", "))
+	}
+	out = append(out, KV{"settings", settings})
 	out = append(out, KV{"servers", "every server on 127.0.0.1 of this machine, started by internal/testenv; clients in the same process as the benchmark"})
 	return out
 }
@@ -317,4 +325,24 @@ func (rep *Report) loadText(all bool) string {
 		s += "; the machine was shared with other work during the run, so absolute numbers are low and noisy: compare rows of this run with each other"
 	}
 	return s
+}
+
+// spread is the lowest and the highest of W2's round p50s, or "-".
+func spread(r Result) string {
+	if r.Rounds < 2 || r.P50Hi <= 0 {
+		return "-"
+	}
+	return dur(r.P50Lo) + " - " + dur(r.P50Hi)
+}
+
+// perOp formats the server requests per W4 handoff or W5 renewal: "-" when there
+// is no counter.
+func perOp(r Result) string {
+	if r.ReqPerOp < 0 {
+		return "-"
+	}
+	if r.ReqPerOp >= 100 {
+		return strconv.FormatFloat(r.ReqPerOp, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(r.ReqPerOp, 'f', 1, 64)
 }

@@ -18,7 +18,9 @@ import (
 // that the compact tables' cells can be checked exactly: bsm/redislock is the
 // best peer with 1 goroutine, redsync with 16.
 func testReport() *Report {
-	cfg := Config{TTL: 3 * time.Second, W1Goroutines: []int{1, 16}, W2Waiters: 16, W2Hold: time.Millisecond, W3Trials: 3}
+	cfg := Config{TTL: 3 * time.Second, W1Goroutines: []int{1, 16}, W2Waiters: 16, W2Hold: time.Millisecond, W3Trials: 3,
+		W4Waiters: 1000, W4Clients: 4, W4Hold: time.Millisecond, W4Handoffs: 30, W4Time: 10 * time.Second,
+		W5Leases: 10000, W5TTL: 3 * time.Second, W5Time: 6 * time.Second, W5Parallel: 64}
 	res := func(subject string, role Role, w string, g int, rate float64) Result {
 		return Result{Subject: subject, Protocol: "redis", Role: role, Workload: w, Goroutines: g, N: 100, Rate: rate,
 			Elapsed: time.Second, Waiter: role == Ours, Wakeup: "pub/sub (Waiter)", Bound: 3 * time.Second, BoundKind: "ttl"}
@@ -29,6 +31,14 @@ func testReport() *Report {
 	}
 	w3 := func(r Result, max time.Duration) Result {
 		r.Max, r.P50, r.N = max, max, 3
+		return r
+	}
+	w4 := func(r Result, p50 time.Duration, perOp float64) Result {
+		r.P50, r.P99, r.ReqPerOp, r.Gaps, r.N, r.Counter = p50, 2*p50, perOp, 30, 30, "Redis INFO stats total_commands_processed"
+		return r
+	}
+	w5 := func(r Result) Result {
+		r.ReqPerOp, r.CPUPerOp, r.HeapPerLease, r.GoroutinesPerLease, r.Lost = 1, 50*time.Microsecond, 1540, 0.04, 2
 		return r
 	}
 	floor := func(g int, rate float64) Result {
@@ -49,7 +59,8 @@ func testReport() *Report {
 			w2(res("redislock", Ours, W2, 16, 400), time.Millisecond, 2), w3(res("redislock", Ours, W3, 1, 0), 3050*time.Millisecond),
 			w2(res("redsync", Peer, W2, 16, 80), 7500*time.Microsecond, 0), w3(res("redsync", Peer, W3, 1, 0), 3200*time.Millisecond),
 			w2(res("bsm/redislock", Peer, W2, 16, 10), 100*time.Millisecond, 0), w3(res("bsm/redislock", Peer, W3, 1, 0), 3020*time.Millisecond),
-			absent,
+			absent, w4(res("redislock", Ours, W4, 1000, 20), 500*time.Microsecond, 4.5),
+			w5(res("redislock", Ours, W5, 10000, 9000)),
 		},
 	}
 }
@@ -68,8 +79,12 @@ func TestCompactLayout(t *testing.T) {
 		"| failover <= ttl (or session timeout) + 10% | met | worst failover / bound: redislock 1.02 |\n",
 		"| redislock | 1000 / 8000 | bsm/redislock 1100 / redsync 9000 | 0.91 / 0.89 | 1200 / 10000 | 0.83 / 0.80 |\n",
 		"| absent | not measured (no server) | | | | |\n",
-		"| redislock | pub/sub (Waiter) | 400 (**2 overlapping holders**) | 1.00 ms | redsync: 80.0, 7.50 ms | 5.00 |\n",
+		"| redislock | pub/sub (Waiter) | 400 (**2 overlapping holders**) | 1.00 ms | - | redsync: 80.0, 7.50 ms | 5.00 |\n",
 		"| redislock | 3.05 s | ttl 3.00 s | 1.02 | bsm/redislock: 3.02 s, ttl 3.00 s | 1.01 |\n",
+		"| herd of 1000 waiters (W4): handoff gap p50 <= 2ms and server requests per handoff <= 25 on every backend with a Waiter | met | gap p50, requests per handoff: redislock 0.500 ms, 4.5 req |\n",
+		"| memory per held lease < 2 KiB (W5: live heap, 10000 leases under Hold) | met | heap per lease: redislock 1540 B |\n",
+		"### W4 herd: 1000 waiters on one key", "| redislock | pub/sub (Waiter) | 30 | 20.0 | 0.500 ms | 1.00 ms | 4.5 |\n",
+		"### W5 many leases: 10000 keys held at once", "| redislock | 9000 | 2 | 1.0 | 0.050 ms | 1540 B | 0.04 |\n",
 		"[matrix.md](benchmarks/results/matrix.md)", "[matrix.csv](benchmarks/results/matrix.csv)",
 	} {
 		if !strings.Contains(s, want) {
@@ -86,7 +101,8 @@ func TestCompactLayout(t *testing.T) {
 	}
 	// The same tables lead matrix.md, which adds the long ones.
 	full := testReport().Full()
-	for _, want := range []string{"| redislock | 1000 / 8000 | bsm/redislock 1100 / redsync 9000 |", "| redsync | peer |", "| redis raw floor | floor |"} {
+	for _, want := range []string{"| redislock | 1000 / 8000 | bsm/redislock 1100 / redsync 9000 |", "| redsync | peer |", "| redis raw floor | floor |",
+		"| redislock | pub/sub (Waiter) | 30 | 20.0 | 0.500 ms | 1.00 ms | 4.5 | Redis INFO stats total_commands_processed |\n"} {
 		if !strings.Contains(full, want) {
 			t.Errorf("matrix.md lacks %q:\n%s", want, full)
 		}
@@ -243,6 +259,34 @@ func TestFacts(t *testing.T) {
 			if _, ok := facts[s.Name]; !ok {
 				t.Errorf("backend %q has no facts", s.Name)
 			}
+		}
+	}
+}
+
+// TestRenderCommittedCSV checks that the committed results/matrix.csv, which an
+// older run may have written without the columns of W2's rounds, W4 and W5,
+// still reads and renders (`make render`).
+func TestRenderCommittedCSV(t *testing.T) {
+	f, err := os.Open(filepath.Join("results", "matrix.csv"))
+	if err != nil {
+		t.Skip(err)
+	}
+	defer f.Close()
+	rep, err := ReadCSV(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := rep.Render(dir, ""); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "matrix.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## Goals", "### W1 uncontended", "### W2 contended handoff", "| herd of "} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("matrix.md rendered from results/matrix.csv lacks %q", want)
 		}
 	}
 }

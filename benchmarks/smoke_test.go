@@ -6,13 +6,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/distlock/distlock"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -33,8 +39,8 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("W1 with %d goroutines: %+v", g, r)
 		}
 	}
-	r := RunW2(ctx, s, cfg, "smoke/w2")
-	if !r.OK() || r.N == 0 || r.Gaps == 0 || r.Violations != 0 || r.P50 < 0 {
+	r := RunW2Rounds(ctx, []Subject{s, s}, cfg, func(i int) string { return fmt.Sprintf("smoke/w2/%d", i) })[0]
+	if !r.OK() || r.N == 0 || r.Gaps == 0 || r.Violations != 0 || r.P50 < 0 || r.Rounds != cfg.W2Rounds {
 		t.Errorf("W2: %+v", r)
 	}
 	r = RunW3(ctx, s, cfg, "smoke/w3/")
@@ -47,6 +53,78 @@ func TestSmoke(t *testing.T) {
 	}
 }
 
+// TestSmokeW2Rounds checks W2's rounds: the median of the rounds' p50s and
+// their spread.
+func TestSmokeW2Rounds(t *testing.T) {
+	cfg := SmokeConfig()
+	cfg.W2Rounds = 3
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := RunW2Rounds(ctx, MemlockSubjects(cfg), cfg, func(int) string { return "smoke/w2r" })[0]
+	require.True(t, r.OK(), "%+v", r)
+	assert.Equal(t, 3, r.Rounds)
+	assert.LessOrEqual(t, r.P50Lo, r.P50)
+	assert.LessOrEqual(t, r.P50, r.P50Hi)
+	assert.NotEqual(t, "-", spread(r))
+}
+
+// TestSmokeW4W5 runs the herd and the many leases tiny on memlock (which has no
+// server counter).
+func TestSmokeW4W5(t *testing.T) {
+	cfg := SmokeConfig()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := MemlockSubjects(cfg)[0]
+
+	r := RunW4(ctx, s, cfg, "smoke/w4")
+	t.Logf("W4: n=%d p50=%v p99=%v%s", r.N, r.P50, r.P99, extra(r))
+	require.True(t, r.OK(), "W4: %+v", r)
+	assert.Equal(t, cfg.W4Waiters, r.Goroutines)
+	assert.Equal(t, cfg.W4Handoffs, r.N, "W4 handoffs")
+	assert.Equal(t, cfg.W4Handoffs, r.Gaps, "W4 gaps")
+	assert.Zero(t, r.Violations)
+	assert.Positive(t, r.Rate)
+	assert.Less(t, r.ReqPerOp, 0.0, "memlock has no server counter")
+
+	r = RunW5(ctx, s, cfg, "smoke/w5/")
+	t.Logf("W5: renewals=%d rate=%.0f/s%s", r.N, r.Rate, extra(r))
+	require.True(t, r.OK(), "W5: %+v", r)
+	assert.Equal(t, cfg.W5Leases, r.Goroutines)
+	assert.Zero(t, r.Lost)
+	// Every lease renews about every W5TTL/3: about twice in the window.
+	assert.Greater(t, r.N, cfg.W5Leases/2, "renewals")
+	assert.Positive(t, r.HeapPerLease)
+	// Hold keeps at most one goroutine per lease (to watch a LossNotifier's
+	// channel; none with a timer-only chain or a LossWatcher).
+	assert.LessOrEqual(t, r.GoroutinesPerLease, 1.1)
+	assert.Less(t, r.ReqPerOp, 0.0)
+
+	// A Locker whose TryLock fails records the error in the cell.
+	bad := s
+	bad.New = func(context.Context, Route) (Client, error) {
+		return &lockerClient{l: failLocker{}, ttl: time.Second}, nil
+	}
+	r = RunW5(ctx, bad, cfg, "smoke/w5bad/")
+	assert.Contains(t, r.Err, "acquired 0 of")
+	r = RunW4(ctx, bad, cfg, "smoke/w4bad")
+	assert.Contains(t, r.Err, "first holder's TryLock")
+}
+
+// failLocker fails every call.
+type failLocker struct{}
+
+var errFail = errors.New("failLocker")
+
+func (failLocker) TryLock(context.Context, string, time.Duration) (distlock.Lease, error) {
+	return distlock.Lease{}, errFail
+}
+
+func (failLocker) Renew(context.Context, distlock.Lease, time.Duration) (distlock.Lease, error) {
+	return distlock.Lease{}, errFail
+}
+
+func (failLocker) Unlock(context.Context, distlock.Lease) error { return errFail }
+
 // TestReport runs the memlock matrix tiny and checks its files: the CSV parses with
 // a row per cell and records the commit, matrix.md has everything, and only the
 // README's section between the markers changes, to the compact report.
@@ -54,7 +132,7 @@ func TestReport(t *testing.T) {
 	cfg := SmokeConfig()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	subjects := append(MemlockSubjects(cfg), Subject{Name: "absent", Protocol: "memory", Role: Ours, Workloads: all, Unavailable: "backend not available"})
+	subjects := append(MemlockSubjects(cfg), Subject{Name: "absent", Protocol: "memory", Role: Ours, Workloads: ours, Unavailable: "backend not available"})
 	commit := Commit{Hash: "0123456789abcdef0123456789abcdef01234567", Changed: []string{"redislock/renew.go"}}
 	rep, err := Run(ctx, subjects, cfg, commit, []KV{{"server", "none"}}, t.Logf)
 	if err != nil {
@@ -80,8 +158,9 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Two subjects, each W1 per goroutine count, W2 and W3; plus the header.
-	if want := 1 + 2*(len(cfg.W1Goroutines)+2); len(rows) != want {
+	// Two subjects, each W1 per goroutine count, W2, W3, W4 and W5; plus the
+	// header.
+	if want := 1 + 2*(len(cfg.W1Goroutines)+4); len(rows) != want {
 		t.Errorf("matrix.csv has %d rows, want %d:\n%s", len(rows), want, b)
 	}
 	for _, want := range []string{"# cores (nproc): ", "# Go: go", "# commit: " + commit.Hash + " with uncommitted changes"} {
@@ -95,7 +174,7 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := string(got)
-	if !strings.HasPrefix(s, before) || !strings.HasSuffix(s, after) || strings.Contains(s, "old\n") {
+	if !strings.HasPrefix(s, before) || !strings.HasSuffix(s, after) || strings.Contains(s, "\nold\n") {
 		t.Errorf("README outside the markers changed, or the section was not replaced:\n%s", s)
 	}
 	// The README has the compact report: the run's facts, goals, one short
@@ -103,7 +182,7 @@ func TestReport(t *testing.T) {
 	for _, want := range []string{
 		"- **run**: ", "commit 0123456789ab with uncommitted changes (**dirty tree**: 1 file: redislock/renew.go)",
 		"- **machine**: ", "- **load**: ",
-		"### Goals", "### W1 uncontended", "### W2 contended handoff", "### W3 failover",
+		"### Goals", "### W1 uncontended", "### W2 contended handoff", "### W3 failover", "### W4 herd", "### W5 many leases",
 		"| memlock | ", "| absent | not measured (backend not available) |",
 		"### What else users compare", "**Safe while**", "(results/matrix.md)", "(results/matrix.csv)",
 	} {

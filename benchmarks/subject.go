@@ -30,7 +30,12 @@ const (
 	W1 = "W1" // uncontended TryLock+Unlock
 	W2 = "W2" // contended handoff
 	W3 = "W3" // failover
+	W4 = "W4" // herd: many waiters on one key
+	W5 = "W5" // many leases held at once under distlock.Hold
 )
+
+// Workloads are every workload, in run order.
+var Workloads = []string{W1, W2, W3, W4, W5}
 
 // A Held is one acquisition.
 type Held interface {
@@ -98,6 +103,10 @@ type Subject struct {
 	Unavailable string
 	// Note is a remark shown with the Subject's rows.
 	Note string
+	// Requests, when not nil, reads the server's own count of the requests it
+	// received: W4 and W5 report server requests per handoff and per renewal
+	// from it.
+	Requests *Counter
 }
 
 // Runs reports whether s runs workload w.
@@ -110,8 +119,12 @@ func (s Subject) Runs(w string) bool {
 	return false
 }
 
-// all is the Workloads of a Subject that runs everything.
+// all is the Workloads of a peer: W4 and W5 need a distlock.Locker (Hold), so
+// they are our backends' only.
 var all = []string{W1, W2, W3}
+
+// ours is the Workloads of one of our backends: everything.
+var ours = []string{W1, W2, W3, W4, W5}
 
 // w1Only is the Workloads of a raw floor.
 var w1Only = []string{W1}

@@ -3,10 +3,61 @@ package benchmarks
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 )
+
+// RunW2Rounds runs W2 for each of subjects, which take turns for cfg.W2Rounds
+// rounds, each round with its share of cfg.W2Acquisitions and cfg.W2Time, on a
+// key of its own (key(i) + the round); it returns one merged Result per subject,
+// whose P50 is the median of the rounds' p50s and P50Lo, P50Hi their spread.
+func RunW2Rounds(ctx context.Context, subjects []Subject, cfg Config, key func(i int) string) []Result {
+	n := cfg.w2Rounds()
+	rc := cfg
+	rc.W2Acquisitions, rc.W2Time = max(cfg.W2Acquisitions/n, 1), cfg.W2Time/time.Duration(n)
+	parts := make([][]Result, len(subjects))
+	for round := range n {
+		for i, s := range subjects {
+			if k := len(parts[i]); k > 0 && parts[i][k-1].Err != "" {
+				continue // a failing subject fails once
+			}
+			parts[i] = append(parts[i], RunW2(ctx, s, rc, fmt.Sprintf("%s-r%d", key(i), round)))
+		}
+	}
+	out := make([]Result, len(subjects))
+	for i := range subjects {
+		out[i] = mergeRounds(parts[i])
+	}
+	return out
+}
+
+// mergeRounds merges W2's rounds: merge's sums and percentiles, the gaps and
+// violations added up, and P50 the median of the rounds' p50s, with their lowest
+// and highest as the spread.
+func mergeRounds(parts []Result) Result {
+	r := merge(parts)
+	r.Gaps, r.Violations, r.Rounds = 0, 0, len(parts)
+	var p50s []time.Duration
+	for _, p := range parts {
+		r.Gaps += p.Gaps
+		r.Violations += p.Violations
+		if p.Gaps > 0 {
+			p50s = append(p50s, p.P50)
+		}
+	}
+	if len(p50s) > 0 {
+		slices.Sort(p50s)
+		r.P50Lo, r.P50Hi = p50s[0], p50s[len(p50s)-1]
+		m := len(p50s) / 2
+		r.P50 = p50s[m]
+		if len(p50s)%2 == 0 {
+			r.P50 = (p50s[m-1] + p50s[m]) / 2
+		}
+	}
+	return r
+}
 
 // RunW2 runs the contended handoff: cfg.W2Waiters Clients take turns on key, each
 // holding it cfg.W2Hold.
@@ -146,6 +197,7 @@ func RunW2(ctx context.Context, s Subject, cfg Config, key string) (r Result) {
 	}
 	r.Gaps = len(ds)
 	r.fill(ds)
+	r.samples = ds
 	r.Violations = int(violations.Load())
 	if err := ferr.get(); err != nil {
 		r.Err = err.Error()

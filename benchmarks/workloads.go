@@ -26,21 +26,40 @@ type Result struct {
 	// Waiter and Wakeup are the Subject's.
 	Waiter bool
 	Wakeup string
-	// Goroutines is W1's goroutine count, W2's number of waiters, 1 for W3.
+	// Goroutines is W1's goroutine count, W2's and W4's number of waiters, 1
+	// for W3, W5's number of leases held at once.
 	Goroutines int
 	// N counts what was measured: W1 TryLock+Unlock pairs, W2 acquisitions, W3
-	// trials.
+	// trials, W4 handoffs, W5 renewals.
 	N int
 	// Elapsed is the measured time (W1, W2).
 	Elapsed time.Duration
-	// Rate is N per second of Elapsed (W1, W2); zero for W3.
+	// Rate is N per second of Elapsed (W1, W2, W4, W5); zero for W3.
 	Rate float64
 	// P50, P99 and Max are, for W1, the latency of one TryLock+Unlock pair; for
-	// W2, the gap from an Unlock to the next acquisition; for W3, the time from the
-	// kill to the waiter's acquisition (P99 is not computed for W3's few trials).
+	// W2, the gap from an Unlock to the next acquisition (P50: the median of the
+	// rounds' p50s); for W3, the time from the kill to the waiter's acquisition
+	// (P99 is not computed for W3's few trials); for W4, the gap from the
+	// moment a holder calls Unlock to the next holder's acquisition.
 	P50, P99, Max time.Duration
-	// Gaps is the number of W2 gaps behind P50 and P99.
+	// Gaps is the number of W2 or W4 gaps behind P50 and P99.
 	Gaps int
+	// Rounds is the number of W2's rounds; P50Lo and P50Hi are the lowest and
+	// the highest of their gap p50s: the spread.
+	Rounds       int
+	P50Lo, P50Hi time.Duration
+	// ReqPerOp is the server requests per W4 handoff or per W5 renewal, read
+	// from the server's own counter (Counter names it); negative when the
+	// subject has none or it could not be read.
+	ReqPerOp float64
+	Counter  string
+	// For W5: CPUPerOp is this process's CPU time (user + system) per renewal;
+	// HeapPerLease (bytes, live heap after a GC) and GoroutinesPerLease are what
+	// each held lease adds; Lost counts the leases lost during the window.
+	CPUPerOp           time.Duration
+	HeapPerLease       float64
+	GoroutinesPerLease float64
+	Lost               int
 	// Bound is the ttl or session timeout W3 compares with (zero: none), and
 	// BoundKind names it.
 	Bound     time.Duration
@@ -62,9 +81,13 @@ type Result struct {
 func (r Result) OK() bool { return r.Err == "" && r.Unavailable == "" }
 
 func newResult(s Subject, w string, goroutines int) Result {
-	return Result{Subject: s.Name, Protocol: s.Protocol, Role: s.Role, Baseline: s.Baseline, Workload: w, Waiter: s.Waiter, Wakeup: s.Wakeup,
+	r := Result{Subject: s.Name, Protocol: s.Protocol, Role: s.Role, Baseline: s.Baseline, Workload: w, Waiter: s.Waiter, Wakeup: s.Wakeup,
 		Goroutines: goroutines, Bound: s.Bound, BoundKind: s.BoundKind,
-		Unavailable: s.Unavailable, Note: s.Note}
+		Unavailable: s.Unavailable, Note: s.Note, ReqPerOp: -1}
+	if s.Requests != nil && (w == W4 || w == W5) {
+		r.Counter = s.Requests.Name
+	}
+	return r
 }
 
 // percentile returns the p-quantile (0 < p <= 1) of sorted by nearest rank.

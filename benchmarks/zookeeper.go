@@ -41,8 +41,8 @@ func ZooKeeperSubjects(addr string, cfg Config) []Subject {
 	return []Subject{
 		{
 			Name: "zklock", Protocol: "zookeeper", Role: Ours,
-			Wakeup: "watch on the predecessor (Waiter)", Waiter: true, Workloads: all,
-			Bound: cfg.TTL, BoundKind: "session timeout", Networked: true,
+			Wakeup: "watch on the predecessor (Waiter)", Waiter: true, Workloads: ours,
+			Bound: cfg.TTL, BoundKind: "session timeout", Networked: true, Requests: zkCounter(addr),
 			New: func(ctx context.Context, route Route) (Client, error) {
 				return newZKLockClient(ctx, addr, route, cfg)
 			},
