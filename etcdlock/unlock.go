@@ -9,10 +9,11 @@ import (
 )
 
 // Unlock releases lease: in one transaction it deletes the key if the key still
-// holds lease (same create revision, same token), then revokes the key's lease. It
-// returns an error wrapping ErrNotHeld, and changes nothing, when the key does not.
-// A revocation that fails is not reported: the lease holds no key then, and
-// expires by its ttl.
+// holds lease (same create revision, same token); that is its only round trip. The
+// key's etcd lease, which holds no key now, becomes a spare for the Locker's next
+// TryLock when this Locker granted it; otherwise (or when the pool is full) it is
+// revoked in the background. It returns an error wrapping ErrNotHeld, and changes
+// nothing, when the key does not hold lease.
 func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
 	cctx, end, err := l.begin(ctx)
 	if err != nil {
@@ -53,7 +54,7 @@ func (l *Locker) unlock(ctx context.Context, lease distlock.Lease) error {
 		return fmt.Errorf("the key is not held by this lease: %w", distlock.ErrNotHeld)
 	}
 	if d := resp.Responses[0].GetResponseDeleteRange(); d != nil && len(d.PrevKvs) > 0 && d.PrevKvs[0].Lease != 0 {
-		l.revoke(ctx, clientv3.LeaseID(d.PrevKvs[0].Lease))
+		l.released(clientv3.LeaseID(d.PrevKvs[0].Lease))
 	}
 	return nil
 }
