@@ -100,8 +100,8 @@ func (l *Locker) Close() error {
 		delete(l.watches, key)
 	}
 	l.mu.Unlock()
+	l.stop() // before the Waits wake: they see that the Locker is closed
 	l.waiters.Close()
-	l.stop()
 	if ids := l.dropSpares(); len(ids) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), l.o.CleanupTimeout)
 		l.revokeSpares(ctx, ids)
