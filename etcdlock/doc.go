@@ -33,7 +33,11 @@
 // than that is refreshed with KeepAliveOnce first, one round trip). Spares that
 // expire unused are dropped (the server deletes them); Close revokes every spare.
 // A lease whose TryLock had an attempt with an unknown outcome is never kept: a
-// late copy of that attempt could create the key on it after Unlock.
+// late copy of that attempt could create the key on it after Unlock. The Locker
+// records each of its acquisitions (key and fence) with its lease and the key's
+// value, so that Unlock's transaction compares those and needs no PrevKV to learn
+// the lease; a Lease from another Locker is released by its token, and its etcd
+// lease revoked.
 //
 // # Keys
 //

@@ -68,7 +68,7 @@ func New(client *clientv3.Client, opts *Options) (*Locker, error) {
 	return &Locker{client: client, o: o, watchIdle: watchIdle, closing: closing, stop: stop, closed: make(chan struct{}),
 		lost: make(map[lostKey]chan struct{}), sighting: make(map[string]sighting), watches: make(map[string]*keyWatch),
 		waiters: waitq.New(0),
-		pool:    leasePool{spares: make(map[int64][]leaseInfo), held: make(map[clientv3.LeaseID]leaseInfo), pruneAt: 256}}, nil
+		pool:    leasePool{spares: make(map[int64][]leaseInfo), held: make(map[lostKey]leaseInfo), pruneAt: 256}}, nil
 }
 
 // Close stops the Locker's background work and waits for it: calls in flight

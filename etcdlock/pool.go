@@ -18,6 +18,7 @@ type leaseInfo struct {
 	// unknown; that attempt may still take effect (a proposal applied late) and
 	// create a key on the lease, so the lease is never kept as a spare.
 	unsure bool
+	value  string // the value of the key it holds, while it holds one (held)
 }
 
 // expiry is the earliest time the server may expire the lease.
@@ -34,10 +35,10 @@ func (i leaseInfo) expiry() time.Time { return i.at.Add(i.ttl) }
 type leasePool struct {
 	spares map[int64][]leaseInfo // by secs, the freshest last
 	n      int                   // spares in all
-	// held are the leases of this Locker's acquisitions (by the lease ID), which
+	// held are the leases of this Locker's acquisitions, by key and fence, which
 	// Renew refreshes and Unlock makes spares; entries of leases that expired
 	// unreleased are pruned when the map has doubled.
-	held    map[clientv3.LeaseID]leaseInfo
+	held    map[lostKey]leaseInfo
 	pruneAt int
 }
 
@@ -95,53 +96,47 @@ func (l *Locker) putSpare(sp leaseInfo) {
 	}
 }
 
-// hold records that the acquisition of a key put it on the lease i.
-func (l *Locker) hold(i leaseInfo) {
+// hold records that the acquisition lk put its key on the lease i.
+func (l *Locker) hold(lk lostKey, i leaseInfo) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	p := &l.pool
 	if len(p.held) >= p.pruneAt {
 		now := time.Now()
-		for id, h := range p.held {
+		for k, h := range p.held {
 			if h.expiry().Before(now) {
-				delete(p.held, id)
+				delete(p.held, k)
 			}
 		}
 		p.pruneAt = max(2*len(p.held), 256)
 	}
-	p.held[i.id] = i
+	p.held[lk] = i
 }
 
-// refreshed records that the lease id, if it is one of this Locker's acquisitions,
-// was refreshed to ttl by a request sent at at.
-func (l *Locker) refreshed(id clientv3.LeaseID, ttl time.Duration, at time.Time) {
+// refreshed records that the lease id of the acquisition lk, if this Locker
+// recorded it, was refreshed to ttl by a request sent at at.
+func (l *Locker) refreshed(lk lostKey, id clientv3.LeaseID, ttl time.Duration, at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if h, ok := l.pool.held[id]; ok && at.Add(ttl).After(h.expiry()) {
+	if h, ok := l.pool.held[lk]; ok && h.id == id && at.Add(ttl).After(h.expiry()) {
 		h.at, h.ttl = at, ttl
-		l.pool.held[id] = h
+		l.pool.held[lk] = h
 	}
 }
 
-// forget drops what the Locker knows of the lease id of an acquisition, and
-// returns it.
-func (l *Locker) forget(id clientv3.LeaseID) (leaseInfo, bool) {
+// heldOf returns what the Locker recorded of the acquisition lk's lease.
+func (l *Locker) heldOf(lk lostKey) (leaseInfo, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	h, ok := l.pool.held[id]
-	delete(l.pool.held, id)
+	h, ok := l.pool.held[lk]
 	return h, ok
 }
 
-// released handles the lease id whose key an Unlock deleted: one of this Locker's
-// acquisitions becomes a spare; another (granted by another Locker, or unsure) is
-// revoked, in the background (the key is gone already).
-func (l *Locker) released(id clientv3.LeaseID) {
-	if h, ok := l.forget(id); ok {
-		l.putSpare(h)
-		return
-	}
-	l.revokeLater(id)
+// forget drops what the Locker recorded of the acquisition lk's lease.
+func (l *Locker) forget(lk lostKey) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.pool.held, lk)
 }
 
 // dropSpares empties the pool and returns the spares, for Close to revoke.

@@ -146,3 +146,44 @@ func TestUnsureLeaseNotKept(t *testing.T) {
 	require.Eventually(t, func() bool { return leaseTTL(t, cli, id) == -1 }, 5*time.Second, 10*time.Millisecond,
 		"the lease of a TryLock with a lost reply, after Unlock: want it revoked")
 }
+
+// TestForgedUnlockOnHolder: on the Locker that holds a key, an Unlock of a Lease
+// with the key's Key and Fence but another token says ErrNotHeld and leaves the
+// key and its etcd lease alone (the Locker's record of the acquisition is not
+// the caller's).
+func TestForgedUnlockOnHolder(t *testing.T) {
+	cli := newClient(t, []string{etcdSrv.Addr()}, nil)
+	l := newLocker(t, cli, nil)
+	key := "forged-" + distlock.NewToken()
+	lease, err := l.TryLock(ctxFor(t, 5*time.Second), key, 10*time.Second)
+	require.NoError(t, err)
+	id, _ := leaseOf(t, cli, l, key)
+	forged := lease
+	forged.Token = distlock.NewToken()
+	require.ErrorIs(t, l.Unlock(ctxFor(t, 5*time.Second), forged), distlock.ErrNotHeld)
+	got, _ := leaseOf(t, cli, l, key)
+	require.Equal(t, id, got)
+	require.Positive(t, leaseTTL(t, cli, id))
+	require.NoError(t, l.Unlock(ctxFor(t, 5*time.Second), lease))
+}
+
+// TestUnlockAfterMoveElsewhere: another Locker's Renew moved the key to a lease of
+// its own; the holder's Unlock, whose record of the lease is stale, still releases
+// the key (by the token) and revokes that lease rather than keeping it.
+func TestUnlockAfterMoveElsewhere(t *testing.T) {
+	cli := newClient(t, []string{etcdSrv.Addr()}, nil)
+	a, b := newLocker(t, cli, nil), newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
+	key := "moved-" + distlock.NewToken()
+	lease, err := a.TryLock(ctxFor(t, 5*time.Second), key, 10*time.Second)
+	require.NoError(t, err)
+	first, _ := leaseOf(t, cli, a, key)
+	lease, err = b.Renew(ctxFor(t, 5*time.Second), lease, 20*time.Second)
+	require.NoError(t, err)
+	moved, _ := leaseOf(t, cli, a, key)
+	require.NotEqual(t, first, moved)
+	require.NoError(t, a.Unlock(ctxFor(t, 5*time.Second), lease))
+	_, err = a.Inspect(ctxFor(t, 5*time.Second), key)
+	require.ErrorIs(t, err, distlock.ErrNotHeld)
+	require.Eventually(t, func() bool { return leaseTTL(t, cli, moved) == -1 }, 5*time.Second, 10*time.Millisecond,
+		"the lease that b's Renew moved the key to, after a's Unlock: want it revoked")
+}

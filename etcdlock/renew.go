@@ -80,7 +80,7 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 			return lease, err
 		}
 		if clientv3.LeaseID(kv.Lease) == id {
-			l.refreshed(id, granted, at)
+			l.refreshed(lostKey{lease.Key, lease.Fence}, id, granted, at)
 			lease.Expires = start.Add(min(ttl, granted))
 			return renewed(lease, start, ttl)
 		}
@@ -160,15 +160,14 @@ func (l *Locker) move(ctx context.Context, lease distlock.Lease, kv *mvccpb.KeyV
 		// each of which holds it past the old Expires. Revoking either could free
 		// a key the caller may still hold, so both are left to expire by their ttl
 		// (and Unlock revokes the one it finds, which the Locker forgets).
-		l.forget(old)
+		l.forget(lostKey{lease.Key, lease.Fence})
 		return distlock.Lease{}, err
 	}
 	if !resp.Succeeded && !movedTo(resp, kv.CreateRevision, value, grant.ID) {
 		l.revoke(ctx, grant.ID)
 		return distlock.Lease{}, fmt.Errorf("the key changed or its lease expired: %w", distlock.ErrNotHeld)
 	}
-	l.forget(old)
-	l.hold(leaseInfo{id: grant.ID, secs: secs, ttl: time.Duration(grant.TTL) * time.Second, at: at})
+	l.hold(lostKey{lease.Key, lease.Fence}, leaseInfo{id: grant.ID, secs: secs, ttl: time.Duration(grant.TTL) * time.Second, at: at, value: value})
 	l.revoke(ctx, old) // it holds no key now
 	lease.Expires = start.Add(ttl)
 	return renewed(lease, start, ttl)

@@ -55,6 +55,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 	secs := leaseSecs(ttl)
 	k := l.EtcdKey(key)
 	token := distlock.NewToken()
+	value := l.value(token, secs)
 	sp, stale, reused := l.takeSpare(secs, ttl, start)
 	for {
 		if reused && stale {
@@ -81,7 +82,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 		err := l.call(ctx, func(ctx context.Context) (err error) {
 			resp, err = l.client.Txn(ctx).
 				If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-				Then(clientv3.OpPut(k, l.value(token, secs), clientv3.WithLease(sp.id))).
+				Then(clientv3.OpPut(k, value, clientv3.WithLease(sp.id))).
 				Else(clientv3.OpGet(k)).
 				Commit()
 			sp.unsure = sp.unsure || err != nil
@@ -126,7 +127,8 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 			l.revoke(ctx, sp.id)
 			return distlock.Lease{}, fmt.Errorf("the key was created, but the attempt took %v, longer than the ttl %v; released it", time.Since(start), ttl)
 		}
-		l.hold(sp)
+		sp.value = value
+		l.hold(lostKey{key, fence}, sp)
 		return distlock.Lease{Key: key, Token: token, Fence: fence, Expires: expires}, nil
 	}
 }
