@@ -83,9 +83,13 @@ func (l *Locker) takeSpare(secs int64, ttl time.Duration, start time.Time) (sp l
 // after Close, or when sp is unsure, it revokes sp in the background instead. It
 // must be called during a call.
 func (l *Locker) putSpare(sp leaseInfo) {
+	now := time.Now()
 	l.mu.Lock()
 	p := &l.pool
-	keep := !l.shut && !sp.unsure && p.n < maxSpares && time.Now().Before(sp.expiry())
+	if p.n >= maxSpares {
+		p.dropExpired(now)
+	}
+	keep := !l.shut && !sp.unsure && p.n < maxSpares && now.Before(sp.expiry())
 	if keep {
 		p.spares[sp.secs] = append(p.spares[sp.secs], sp)
 		p.n++
@@ -93,6 +97,25 @@ func (l *Locker) putSpare(sp leaseInfo) {
 	l.mu.Unlock()
 	if !keep {
 		l.revokeLater(sp.id)
+	}
+}
+
+// dropExpired drops the spares that expired by now (they hold nothing, and the
+// server deletes them). l.mu is held.
+func (p *leasePool) dropExpired(now time.Time) {
+	for secs, list := range p.spares {
+		live := list[:0]
+		for _, sp := range list {
+			if now.Before(sp.expiry()) {
+				live = append(live, sp)
+			}
+		}
+		p.n -= len(list) - len(live)
+		if len(live) == 0 {
+			delete(p.spares, secs)
+		} else {
+			p.spares[secs] = live
+		}
 	}
 }
 
