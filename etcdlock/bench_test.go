@@ -8,9 +8,15 @@ package etcdlock_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -66,13 +72,66 @@ func BenchmarkUncontended(b *testing.B) {
 	})
 }
 
+// BenchmarkUncontended16: 16 goroutines sharing one client each acquire and
+// release a free key of their own (W1 with 16 goroutines): etcdlock against a
+// concurrency.Mutex on one shared session.
+func BenchmarkUncontended16(b *testing.B) {
+	ctx := context.Background()
+	endpoints := []string{etcdSrv.Addr()}
+	b.Run("etcdlock", func(b *testing.B) {
+		var c rttCounter
+		l := newLocker(b, newClient(b, endpoints, &c), nil)
+		runParallel16(b, &c, func() func() {
+			key := "bench-" + distlock.NewToken()
+			return func() {
+				lease, err := l.TryLock(ctx, key, benchTTL)
+				require.NoError(b, err)
+				require.NoError(b, l.Unlock(ctx, lease))
+			}
+		})
+	})
+	b.Run("mutex-shared-session", func(b *testing.B) {
+		var c rttCounter
+		cli := newClient(b, endpoints, &c)
+		s, err := concurrency.NewSession(cli, concurrency.WithTTL(int(benchTTL/time.Second)))
+		require.NoError(b, err)
+		defer s.Close()
+		runParallel16(b, &c, func() func() {
+			m := concurrency.NewMutex(s, "bench-mutex-"+distlock.NewToken())
+			return func() {
+				require.NoError(b, m.TryLock(ctx))
+				require.NoError(b, m.Unlock(ctx))
+			}
+		})
+	})
+}
+
+// runParallel16 runs the op that newOp returns for each of 16 goroutines.
+func runParallel16(b *testing.B, c *rttCounter, newOp func() func()) {
+	b.SetParallelism((16 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	before := c.Load()
+	b.ResetTimer()
+	cpu := startCPU()
+	b.RunParallel(func(pb *testing.PB) {
+		op := newOp()
+		for pb.Next() {
+			op()
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(c.Load()-before)/float64(b.N), "rtt/op")
+	cpu.report(b, b.N)
+}
+
 func runUncontended(b *testing.B, c *rttCounter, op func()) {
 	before, n := c.Load(), 0
+	cpu := startCPU()
 	for b.Loop() {
 		op()
 		n++
 	}
 	b.ReportMetric(float64(c.Load()-before)/float64(n), "rtt/op")
+	cpu.report(b, n)
 }
 
 // BenchmarkConformance measures etcdlock with the conformance suite's workloads
@@ -136,4 +195,49 @@ func runContended(b *testing.B, c *rttCounter, waiters int, op func(i int)) {
 	b.StopTimer()
 	b.ReportMetric(float64(c.Load()-before)/float64(b.N), "rtt/op")
 	b.ReportMetric(float64(slices.Max(counts))*float64(waiters)/float64(b.N), "max-share")
+}
+
+// cpuMeter measures the CPU time that the benchmark's process (the clients) and the
+// etcd member spent, which the load of other processes on the machine changes far
+// less than the wall time.
+type cpuMeter struct{ cli, srv time.Duration }
+
+func startCPU() cpuMeter { return cpuMeter{cli: selfCPU(), srv: procCPU(etcdSrv.Pid())} }
+
+// report reports the CPU time per op of the clients and of the server.
+func (m cpuMeter) report(b *testing.B, n int) {
+	if n == 0 {
+		return
+	}
+	b.ReportMetric(float64((selfCPU()-m.cli).Microseconds())/float64(n), "cli-us/op")
+	if srv := procCPU(etcdSrv.Pid()); srv > 0 {
+		b.ReportMetric(float64((srv-m.srv).Microseconds())/float64(n), "srv-us/op")
+	}
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU returns the user and system time of process pid from /proc (0 when it
+// cannot tell), in clock ticks of 10ms.
+func procCPU(pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command, which is in parentheses: utime and stime are
+	// the 14th and 15th fields of the line.
+	i := strings.LastIndexByte(string(data), ')')
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+st) * 10 * time.Millisecond
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/waitq"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -39,7 +40,9 @@ type Locker struct {
 	lost     map[lostKey]chan struct{}
 	sighting map[string]sighting  // what failed TryLocks saw, for Wait
 	watches  map[string]*keyWatch // by key: the watches that Waits share
-	spare    spare                // a failed TryLock's lease, for the next TryLock
+	pool     leasePool            // spare leases, and the leases of acquisitions
+
+	waiters *waitq.Queue // wakes the Waits of a key one at a time
 }
 
 var (
@@ -63,16 +66,18 @@ func New(client *clientv3.Client, opts *Options) (*Locker, error) {
 	}
 	closing, stop := context.WithCancel(context.Background())
 	return &Locker{client: client, o: o, watchIdle: watchIdle, closing: closing, stop: stop, closed: make(chan struct{}),
-		lost: make(map[lostKey]chan struct{}), sighting: make(map[string]sighting), watches: make(map[string]*keyWatch)}, nil
+		lost: make(map[lostKey]chan struct{}), sighting: make(map[string]sighting), watches: make(map[string]*keyWatch),
+		waiters: waitq.New(0),
+		pool:    leasePool{spares: make(map[int64][]leaseInfo), held: make(map[lostKey]leaseInfo), pruneAt: 256}}, nil
 }
 
 // Close stops the Locker's background work and waits for it: calls in flight
 // return (with an error wrapping distlock.ErrClosed unless they were done), the
 // shared watches of Wait and the watches of Lost end, every Lost channel closes
-// (a closed Locker can neither renew a lease nor watch it), and the spare lease
-// of a TryLock that found its key held (it holds no key) is revoked, bounded by
-// Options.CleanupTimeout, as are the revocations still running that failed calls
-// started. Close does not close the clientv3.Client, and it does not release held
+// (a closed Locker can neither renew a lease nor watch it), and the spare leases
+// (of released keys and of TryLocks that found their key held: they hold no key)
+// are revoked, bounded by Options.CleanupTimeout, as are the revocations still
+// running that failed calls started. Close does not close the clientv3.Client, and it does not release held
 // leases: each stays held until its Unlock (before Close) or its ttl. Every call
 // after Close returns an *distlock.OpError wrapping distlock.ErrClosed. Close is
 // idempotent: a second call waits for the first one and returns nil.
@@ -84,8 +89,6 @@ func (l *Locker) Close() error {
 		return nil
 	}
 	l.shut = true
-	sp := l.spare
-	l.spare = spare{}
 	for lk, ch := range l.lost {
 		close(ch)
 		delete(l.lost, lk)
@@ -97,10 +100,11 @@ func (l *Locker) Close() error {
 		delete(l.watches, key)
 	}
 	l.mu.Unlock()
-	l.stop()
-	if sp.id != 0 {
+	l.stop() // before the Waits wake: they see that the Locker is closed
+	l.waiters.Close()
+	if ids := l.dropSpares(); len(ids) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), l.o.CleanupTimeout)
-		l.revokeNow(ctx, sp.id)
+		l.revokeSpares(ctx, ids)
 		cancel()
 	}
 	l.wg.Wait()

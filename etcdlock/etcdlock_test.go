@@ -106,7 +106,8 @@ func TestRoundTrips(t *testing.T) {
 	}
 	lease, err := l.TryLock(ctxFor(t, 5*time.Second), key, time.Second)
 	require.NoError(t, err)
-	count("Unlock", 2, func() error { return l.Unlock(ctxFor(t, 5*time.Second), lease) })
+	// Txn: the lease stays as a spare.
+	count("Unlock", 1, func() error { return l.Unlock(ctxFor(t, 5*time.Second), lease) })
 }
 
 // leaseOf returns the ID and granted TTL of the etcd lease that holds key.
@@ -170,8 +171,8 @@ func TestRenewOtherTTL(t *testing.T) {
 		first, la = id, next
 	}
 	require.NoError(t, l.Unlock(ctxFor(t, 5*time.Second), la))
-	if ttl, err := cli.TimeToLive(ctxFor(t, 5*time.Second), first); err != nil || ttl.TTL != -1 {
-		t.Fatalf("the lease after Unlock: TTL %v, %v; want it revoked", ttl, err)
+	if ttl, err := cli.TimeToLive(ctxFor(t, 5*time.Second), first); err != nil || ttl.TTL <= 0 {
+		t.Fatalf("the lease after Unlock: TTL %v, %v; want it kept as a spare", ttl, err)
 	}
 }
 
@@ -545,6 +546,8 @@ func TestSpareLease(t *testing.T) {
 	}
 	require.NoError(t, b.Unlock(ctxFor(t, 5*time.Second), lb))
 
+	// A new Locker: b keeps lb's lease as a spare now.
+	b = newLocker(t, cli, nil)
 	key = "spare-revoked-" + distlock.NewToken()
 	if la, err = a.TryLock(ctxFor(t, 5*time.Second), key, ttl); err != nil {
 		t.Fatal(err)

@@ -24,3 +24,7 @@ func (l *Locker) WatchStarted(key string) bool {
 	kw := l.watches[key]
 	return kw != nil && kw.created != 0
 }
+
+// Waiting returns the number of Waits of key in the Locker's line that are not
+// woken yet.
+func (l *Locker) Waiting(key string) int { return l.waiters.Len(key) }

@@ -69,6 +69,7 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 			return l.move(ctx, lease, kv, start, ttl)
 		}
 		id := clientv3.LeaseID(kv.Lease)
+		at := time.Now()
 		granted, err := l.refresh(ctx, id)
 		if err != nil {
 			return lease, err
@@ -79,6 +80,7 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 			return lease, err
 		}
 		if clientv3.LeaseID(kv.Lease) == id {
+			l.refreshed(lostKey{lease.Key, lease.Fence}, id, granted, at)
 			lease.Expires = start.Add(min(ttl, granted))
 			return renewed(lease, start, ttl)
 		}
@@ -130,6 +132,7 @@ func renewed(lease distlock.Lease, start time.Time, ttl time.Duration) (distlock
 // revision (the Fence) and token, then revokes the old lease.
 func (l *Locker) move(ctx context.Context, lease distlock.Lease, kv *mvccpb.KeyValue, start time.Time, ttl time.Duration) (distlock.Lease, error) {
 	k, old, secs := string(kv.Key), clientv3.LeaseID(kv.Lease), leaseSecs(ttl)
+	at := time.Now()
 	var grant *clientv3.LeaseGrantResponse
 	err := l.call(ctx, func(ctx context.Context) (err error) {
 		grant, err = l.client.Grant(ctx, secs)
@@ -155,13 +158,16 @@ func (l *Locker) move(ctx context.Context, lease distlock.Lease, kv *mvccpb.KeyV
 	if err != nil {
 		// Unknown outcome: the key may be on the new lease or still on the old one,
 		// each of which holds it past the old Expires. Revoking either could free
-		// a key the caller may still hold, so both are left to expire by their ttl.
+		// a key the caller may still hold, so both are left to expire by their ttl
+		// (and Unlock revokes the one it finds, which the Locker forgets).
+		l.forget(lostKey{lease.Key, lease.Fence})
 		return distlock.Lease{}, err
 	}
 	if !resp.Succeeded && !movedTo(resp, kv.CreateRevision, value, grant.ID) {
 		l.revoke(ctx, grant.ID)
 		return distlock.Lease{}, fmt.Errorf("the key changed or its lease expired: %w", distlock.ErrNotHeld)
 	}
+	l.hold(lostKey{lease.Key, lease.Fence}, leaseInfo{id: grant.ID, secs: secs, ttl: time.Duration(grant.TTL) * time.Second, at: at, value: value})
 	l.revoke(ctx, old) // it holds no key now
 	lease.Expires = start.Add(ttl)
 	return renewed(lease, start, ttl)

@@ -13,15 +13,17 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// TryLock makes one attempt to acquire key for ttl: it grants a lease of ttl rounded
-// up to whole seconds and, in one transaction, creates the key with it if the key
-// does not exist. It returns an error wrapping ErrLocked when another lease holds the
-// key; it then keeps its lease, which holds no key, for the Locker's next TryLock
-// with the same whole seconds, which uses it instead of granting one if it is at
-// most a tenth of ttl old (and at most a second). The Lease's Expires is then
-// counted from that grant: the time taken before the LeaseGrant request was sent,
-// plus the lease's TTL, if that comes before this call's start plus ttl. When the
-// attempt fails otherwise, TryLock revokes its lease.
+// TryLock makes one attempt to acquire key for ttl: it creates the key, in one
+// transaction that succeeds only if the key does not exist, on a lease of ttl
+// rounded up to whole seconds. The lease is a spare of the Locker (one that an
+// Unlock released, or that a TryLock which found its key held kept) when it has
+// one of those whole seconds, else a new grant. A spare that would give the Lease
+// less than ttl minus a tenth of ttl (at most a second) is refreshed first. The
+// Lease's Expires is the call's start plus ttl, or the lease's expiry (the time
+// taken before the request that last set its TTL, plus that TTL) if that comes
+// first. It returns an error wrapping ErrLocked when another lease holds the key;
+// it then keeps its lease as a spare. When the attempt fails otherwise, TryLock
+// revokes its lease.
 func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
 	start := time.Now()
 	cctx, end, err := l.begin(ctx)
@@ -29,8 +31,12 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 		return distlock.Lease{}, opError("TryLock", key, err)
 	}
 	defer end()
+	l.waiters.Attempt(key)
 	lease, err := l.tryLock(cctx, key, ttl, start)
 	if err != nil {
+		if !errors.Is(err, distlock.ErrLocked) {
+			l.waiters.AttemptFailed(key)
+		}
 		return distlock.Lease{}, fail(cctx, "TryLock", key, err)
 	}
 	return lease, nil
@@ -49,9 +55,16 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 	secs := leaseSecs(ttl)
 	k := l.EtcdKey(key)
 	token := distlock.NewToken()
-	sp, reused := l.takeSpare(secs, ttl, start)
+	value := l.value(token, secs)
+	sp, stale, reused := l.takeSpare(secs, ttl, start)
 	for {
+		if reused && stale {
+			if err := l.refreshSpare(ctx, &sp); err != nil {
+				reused = false // it holds no key: let it expire, and grant one
+			}
+		}
 		if !reused {
+			at := time.Now()
 			var grant *clientv3.LeaseGrantResponse
 			err := l.call(ctx, func(ctx context.Context) (err error) {
 				grant, err = l.client.Grant(ctx, secs)
@@ -61,7 +74,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 				// If a grant reached the server, its lease has no key and expires alone.
 				return distlock.Lease{}, fmt.Errorf("grant a lease of %ds: %w", secs, err)
 			}
-			sp = spare{id: grant.ID, secs: secs, granted: time.Duration(grant.TTL) * time.Second, at: start}
+			sp = leaseInfo{id: grant.ID, secs: secs, ttl: time.Duration(grant.TTL) * time.Second, at: at}
 		}
 		// Safe to repeat: an attempt after one that created the key finds the key
 		// holding this token (below).
@@ -69,9 +82,10 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 		err := l.call(ctx, func(ctx context.Context) (err error) {
 			resp, err = l.client.Txn(ctx).
 				If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-				Then(clientv3.OpPut(k, l.value(token, secs), clientv3.WithLease(sp.id))).
+				Then(clientv3.OpPut(k, value, clientv3.WithLease(sp.id))).
 				Else(clientv3.OpGet(k)).
 				Commit()
+			sp.unsure = sp.unsure || err != nil
 			return err
 		})
 		if err != nil && reused && errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -91,7 +105,8 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 				kv = r.Kvs[0]
 			}
 			if kv == nil || !strings.HasPrefix(string(kv.Value), token+"\n") {
-				// The lease holds no key: keep it for the next attempt.
+				// The lease holds no key: keep it for the next attempt (unless an
+				// attempt whose outcome is unknown may still put a key on it).
 				l.putSpare(sp)
 				holder := "by a key that is gone by now"
 				if kv != nil {
@@ -104,17 +119,30 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 			// An earlier attempt, whose reply was lost, created the key.
 			fence = uint64(kv.CreateRevision)
 		}
-		// The server frees the key no sooner than the lease's grant plus its TTL
-		// (whole seconds, at least ttl): for a fresh grant that is after start +
-		// ttl; for a spare lease it may come sooner.
-		expires := minTime(start.Add(ttl), sp.at.Add(sp.granted))
+		// The server frees the key no sooner than the lease's expiry (for a fresh
+		// grant, after start + ttl; for a spare it may come sooner).
+		expires := minTime(start.Add(ttl), sp.expiry())
 		if !time.Now().Before(expires) {
 			// Too late to be of use: free the key rather than hold it for nobody.
 			l.revoke(ctx, sp.id)
 			return distlock.Lease{}, fmt.Errorf("the key was created, but the attempt took %v, longer than the ttl %v; released it", time.Since(start), ttl)
 		}
+		sp.value = value
+		l.hold(lostKey{key, fence}, sp)
 		return distlock.Lease{Key: key, Token: token, Fence: fence, Expires: expires}, nil
 	}
+}
+
+// refreshSpare refreshes the spare lease sp (KeepAliveOnce), which holds no key,
+// and records its new TTL.
+func (l *Locker) refreshSpare(ctx context.Context, sp *leaseInfo) error {
+	at := time.Now()
+	ttl, err := l.refresh(ctx, sp.id)
+	if err != nil {
+		return err
+	}
+	sp.at, sp.ttl = at, ttl
+	return nil
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -3,16 +3,21 @@ package etcdlock
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/distlock/distlock"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Unlock releases lease: in one transaction it deletes the key if the key still
-// holds lease (same create revision, same token), then revokes the key's lease. It
-// returns an error wrapping ErrNotHeld, and changes nothing, when the key does not.
-// A revocation that fails is not reported: the lease holds no key then, and
-// expires by its ttl.
+// holds lease (same create revision, same token); that is its only round trip.
+// When this Locker made the acquisition, the transaction compares the key with
+// what the Locker recorded (its value, its etcd lease), and that lease, which
+// holds no key now, becomes a spare for the Locker's next TryLock. Otherwise (the
+// Lease came from another Locker, or another Locker's Renew moved the key) it
+// compares the token and revokes the key's lease in the background. It returns
+// an error wrapping ErrNotHeld, and changes nothing, when the key does not hold
+// lease.
 func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
 	cctx, end, err := l.begin(ctx)
 	if err != nil {
@@ -32,7 +37,14 @@ func (l *Locker) unlock(ctx context.Context, lease distlock.Lease) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	k := l.EtcdKey(lease.Key)
+	k, lk := l.EtcdKey(lease.Key), lostKey{lease.Key, lease.Fence}
+	// The recorded acquisition is the lease's only when the token is its (a forged
+	// or mistaken Lease can carry the key and fence of another).
+	if h, ok := l.heldOf(lk); ok && strings.HasPrefix(h.value, lease.Token+"\n") {
+		if done, err := l.unlockHeld(ctx, k, lk, lease, h); done {
+			return err
+		}
+	}
 	var resp *clientv3.TxnResponse
 	unknown := false // an attempt failed after it may have deleted the key
 	err := l.call(ctx, func(ctx context.Context) (err error) {
@@ -47,15 +59,59 @@ func (l *Locker) unlock(ctx context.Context, lease distlock.Lease) error {
 		return err
 	}
 	if !resp.Succeeded {
-		if unknown {
-			return fmt.Errorf("the key is not held by this lease (an attempt whose reply was lost may have released it): %w", distlock.ErrNotHeld)
-		}
-		return fmt.Errorf("the key is not held by this lease: %w", distlock.ErrNotHeld)
+		return notHeldNow(unknown)
 	}
+	l.forget(lk)
 	if d := resp.Responses[0].GetResponseDeleteRange(); d != nil && len(d.PrevKvs) > 0 && d.PrevKvs[0].Lease != 0 {
-		l.revoke(ctx, clientv3.LeaseID(d.PrevKvs[0].Lease))
+		l.revokeLater(clientv3.LeaseID(d.PrevKvs[0].Lease)) // not known to hold nothing else
 	}
 	return nil
+}
+
+// unlockHeld is Unlock of an acquisition that this Locker recorded (h): it deletes
+// the key only if it still holds exactly what the Locker recorded (the create
+// revision, the value with the lease's token, the etcd lease), which needs no
+// PrevKV to tell which lease becomes a spare. When the key holds lease otherwise
+// (another Locker renewed it onto another lease) it reports !done, and Unlock
+// goes on with the owner check by token.
+func (l *Locker) unlockHeld(ctx context.Context, k string, lk lostKey, lease distlock.Lease, h leaseInfo) (done bool, err error) {
+	var resp *clientv3.TxnResponse
+	unknown := false // an attempt failed after it may have deleted the key
+	err = l.call(ctx, func(ctx context.Context) (err error) {
+		resp, err = l.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(k), "=", int64(lease.Fence)),
+				clientv3.Compare(clientv3.Value(k), "=", h.value),
+				clientv3.Compare(clientv3.LeaseValue(k), "=", h.id)).
+			Then(clientv3.OpDelete(k)).
+			Else(clientv3.OpGet(k)).
+			Commit()
+		unknown = unknown || err != nil
+		return err
+	})
+	if err != nil {
+		return true, err
+	}
+	if resp.Succeeded {
+		l.forget(lk)
+		l.putSpare(h) // it holds no key now
+		return true, nil
+	}
+	if r := resp.Responses[0].GetResponseRange(); r != nil && len(r.Kvs) > 0 && owns(r.Kvs[0], lease) {
+		return false, nil
+	}
+	// The acquisition is over; its lease held no other key.
+	l.forget(lk)
+	l.revokeLater(h.id)
+	return true, notHeldNow(unknown)
+}
+
+// notHeldNow is Unlock's error when the key is not held by the lease; unknown says
+// that an earlier attempt, whose reply was lost, may have deleted it.
+func notHeldNow(unknown bool) error {
+	if unknown {
+		return fmt.Errorf("the key is not held by this lease (an attempt whose reply was lost may have released it): %w", distlock.ErrNotHeld)
+	}
+	return fmt.Errorf("the key is not held by this lease: %w", distlock.ErrNotHeld)
 }
 
 // revokeLater revokes the lease id in the background, bounded by the cleanup

@@ -23,8 +23,8 @@ type keyWatch struct {
 	ready   chan struct{} // closed once the watch started (created is set) or failed (err)
 	created int64         // the revision at which the watch started: it sees every later event
 	lastDel int64         // the revision of the last deletion of the key it saw
-	changed chan struct{} // closed, and replaced, at each deletion, and when the watch ends
-	err     error         // why the watch ended; set before changed is closed
+	ended   chan struct{} // closed when the watch ends
+	err     error         // why the watch ended; set before ended is closed
 	refs    int           // Waits that use it
 	idle    *time.Timer   // closes it when it has had no Wait for watchIdle
 	done    chan struct{} // closed when its goroutine has returned
@@ -44,7 +44,7 @@ func (l *Locker) watch(key, k string) *keyWatch {
 		// The watch outlives the Wait that starts it: it gets a context of its own,
 		// ended by its idle timer, when the client is closed, or by Close.
 		ctx, cancel := l.background()
-		kw = &keyWatch{cancel: cancel, ready: make(chan struct{}), changed: make(chan struct{}), done: make(chan struct{})}
+		kw = &keyWatch{cancel: cancel, ready: make(chan struct{}), ended: make(chan struct{}), done: make(chan struct{})}
 		l.watches[key] = kw
 		// From the store's current revision: etcd serves a watch from an earlier
 		// one ("unsynced") from a loop that runs every 100ms, which would delay
@@ -82,8 +82,11 @@ func (l *Locker) closeWatch(key string, kw *keyWatch) {
 	kw.cancel()
 }
 
-// runWatch records the events of wch in kw until the watch ends; then it wakes
-// kw's Waits and forgets kw, so that the next Wait starts a new watch.
+// runWatch records the events of wch in kw until the watch ends: a deletion of
+// the key wakes the first of the Locker's Waits of the key (internal/waitq), which
+// hands the turn on when its caller does not try the key; when the watch ends it
+// wakes every Wait of the key and forgets kw, so that the next Wait starts a new
+// watch.
 func (l *Locker) runWatch(key string, kw *keyWatch, wch clientv3.WatchChan) {
 	defer close(kw.done)
 	err := errors.New("the watch closed (client closed?)")
@@ -97,14 +100,17 @@ func (l *Locker) runWatch(key string, kw *keyWatch, wch clientv3.WatchChan) {
 			kw.created = resp.Header.Revision
 			close(kw.ready)
 		}
+		deleted := false
 		for _, ev := range resp.Events {
 			if ev.Type == clientv3.EventTypeDelete {
 				kw.lastDel = ev.Kv.ModRevision
-				close(kw.changed)
-				kw.changed = make(chan struct{})
+				deleted = true
 			}
 		}
 		l.mu.Unlock()
+		if deleted {
+			l.waiters.Released(key)
+		}
 	}
 	kw.cancel()
 	if l.closing.Err() != nil {
@@ -115,17 +121,24 @@ func (l *Locker) runWatch(key string, kw *keyWatch, wch clientv3.WatchChan) {
 	if kw.created == 0 {
 		close(kw.ready)
 	}
-	close(kw.changed)
+	close(kw.ended)
 	if l.watches[key] == kw {
 		delete(l.watches, key)
 	}
 	l.mu.Unlock()
+	l.waiters.WakeAll(key)
 }
 
-// Wait returns nil when key may be free: at once when it is not locked, else when the
-// key is deleted (Unlock, or its lease expired), or once the holder's ttl (from
-// when it was seen) plus a second has passed, whichever comes first. When ctx ends
-// first it returns errors.Join(ErrLocked, ctx.Err()).
+// Wait returns nil when key may be free: at once when it is not locked, else when a
+// deletion of the key (Unlock, or its lease expired) wakes it, or once the holder's
+// ttl (from when it was seen) plus a second has passed, whichever comes first. When
+// ctx ends first it returns errors.Join(ErrLocked, ctx.Err()).
+//
+// A deletion wakes one Wait of the Locker on the key, the one that waited longest;
+// the next one wakes when no TryLock of the key starts on the Locker within 20ms
+// (the woken caller gave up) or that TryLock fails other than by finding the key
+// held (internal/waitq). So a release costs one TryLock per Locker that waits for
+// the key, however many callers wait. When the watch ends, every Wait wakes.
 //
 // It watches the key and then checks that the key is held, so that a deletion
 // between the two is not missed. The Waits of one Locker on one key share one
@@ -166,6 +179,10 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 		return distlock.ErrClosed
 	}
 	defer l.unwatch(key, kw)
+	// In line before the snapshot below: a deletion after it wakes a Wait of the
+	// line, this one or one before it.
+	w := l.waiters.Join(key)
+	defer w.Leave()
 	failed := func(err error) error {
 		if ctx.Err() != nil {
 			return gaveUp()
@@ -182,7 +199,7 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 		return failed(fmt.Errorf("the watch did not start within %v", reqTimeout))
 	}
 	l.mu.Lock()
-	created, lastDel, changed, werr := kw.created, kw.lastDel, kw.changed, kw.err
+	created, lastDel, werr := kw.created, kw.lastDel, kw.err
 	l.mu.Unlock()
 	if werr != nil {
 		return failed(werr)
@@ -202,7 +219,7 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 			secs = 0
 		}
 	} else {
-		// A deletion after the snapshot above closes changed; the read is after it.
+		// A deletion after the snapshot above wakes the line; the read is after it.
 		seen = time.Now()
 		get, err := l.get(check, k)
 		if err != nil && check.Err() != nil {
@@ -231,18 +248,22 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 		timeout = timer.C
 	}
 	select {
-	case <-changed:
-		l.mu.Lock()
-		werr := kw.err
-		deleted := kw.lastDel > lastDel
-		l.mu.Unlock()
-		if werr != nil && !deleted {
-			return failed(werr)
-		}
-		return nil
+	case <-w.Woken():
+	case <-kw.ended:
 	case <-timeout:
 		return nil
 	case <-ctx.Done():
 		return gaveUp()
 	}
+	if l.closing.Err() != nil {
+		return distlock.ErrClosed
+	}
+	l.mu.Lock()
+	werr = kw.err
+	deleted := kw.lastDel > lastDel
+	l.mu.Unlock()
+	if werr != nil && !deleted {
+		return failed(werr)
+	}
+	return nil
 }
