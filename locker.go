@@ -24,7 +24,9 @@ type Lease struct {
 	// Expires is a local deadline that carries a monotonic clock reading. It must be
 	// computed from a time taken BEFORE the request was sent (read the clock first
 	// thing in the call, before validation or token generation): start + ttl, minus
-	// the backend's clock-drift allowance where it has one. Until Expires no other owner
+	// the backend's clock-drift allowance where it has one, or earlier where the
+	// server holds the key for less (etcdlock's reused leases), never later. Until
+	// Expires no other owner
 	// can hold Key; after it the holder must assume that someone else may. TryLock and
 	// Renew never return a Lease whose Expires has already passed (a reply that came
 	// after the ttl is an error).

@@ -54,7 +54,7 @@ func EtcdSubjects(addr string, cfg Config) []Subject {
 				}
 				return &lockerClient{l: l, ttl: cfg.TTL, close: closeBoth(l.Close, cli.Close)}, nil
 			},
-			Note: "a lease per acquisition (TTL in whole seconds)",
+			Note: "a lease per held key, reused from a pool of up to 64 spare leases per Locker (Unlock keeps the lease; TTL in whole seconds)",
 		},
 		{
 			Name: "etcd concurrency.Mutex", Protocol: "etcd", Role: Peer,

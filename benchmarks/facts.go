@@ -116,7 +116,7 @@ var AllFacts = []Facts{
 		Fence:       "the key's create revision",
 		AutoRelease: "when the lease expires: ttl rounded up to whole seconds (at least the server's minimum) plus up to 0.5s for the server's expiry check; a leader change extends it",
 		Wakeup:      "watch on the key (Waiter)",
-		Expiry:      "per lock (a lease per acquisition, whole seconds); Renew refreshes the lease for a ttl that is not longer than its TTL, and moves the key to a longer lease otherwise: it never shortens",
+		Expiry:      "per lock (each held key on a lease of its own, whole seconds; the Locker reuses released leases as spares); Renew refreshes the lease for a ttl that is not longer than its TTL, and moves the key to a longer lease otherwise: it never shortens",
 		Needs:       "etcd v3 (3 or 5 members in production)",
 		Safe: Safety{
 			Persistence: "members fsync before they acknowledge (never --unsafe-no-fsync); at most a minority loses its data at once; restore snapshots only with --bump-revision and --mark-compacted",
