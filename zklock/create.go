@@ -26,7 +26,9 @@ type created struct {
 // (the caller then removes nodes by id when it gives up).
 //
 // The node is created by one multi request that also sets the key node's data
-// (empty, as it always is): the setData's answer is the key node's stat after the
+// (empty, as it always is), and deletes the waiter node that the attempt claimed, if
+// any (one write less, and the next waiter moves up as the lock node appears): the
+// setData's answer is the key node's stat after the
 // transaction, whose mzxid is the transaction's zxid — the new node's czxid, the
 // Fence — and whose numChildren tells whether the new node is the only child. An
 // uncontended TryLock thus takes one round trip, and its Unlock one more: two against
@@ -45,12 +47,17 @@ func (a *attempt) create() (c created, unknown bool, err error) {
 		} else {
 			sid := l.conn.SessionID()
 			var rs []zk.MultiResponse
-			rs, err = l.conn.Multi(
+			ops := []any{
 				&zk.CreateRequest{Path: lockNodePrefix(a.keyPath, a.id), Data: l.data, Acl: l.o.ACL, Flags: zk.FlagEphemeralSequential},
 				&zk.SetDataRequest{Path: a.keyPath, Version: -1},
-			)
+			}
+			if a.waiter != "" {
+				ops = append(ops, &zk.DeleteRequest{Path: a.waiter, Version: -1})
+			}
+			rs, err = l.conn.Multi(ops...)
 			if err == nil {
-				if len(rs) != 2 || rs[0].String == "" {
+				a.waiterGone = a.waiter != ""
+				if len(rs) != len(ops) || rs[0].String == "" {
 					return c, unknown, fmt.Errorf("unexpected answer to the lock node's multi: %+v", rs)
 				}
 				c.node = rs[0].String
@@ -61,6 +68,10 @@ func (a *attempt) create() (c created, unknown bool, err error) {
 					c.alone = st.NumChildren == 1
 				}
 				return c, unknown, nil
+			}
+			if a.waiter != "" && len(rs) == len(ops) && rs[0].Error == nil && errors.Is(rs[2].Error, zk.ErrNoNode) {
+				a.waiter = "" // the waiter node is gone already: nothing to delete
+				continue
 			}
 			if errors.Is(err, zk.ErrNoAuth) {
 				plain = true // the key node grants no write: see above

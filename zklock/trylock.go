@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"sync/atomic"
 	"time"
 
@@ -103,6 +104,11 @@ type attempt struct {
 	// pipeline: the attempt follows a Wait (it claimed a waiter node), so the key
 	// has other children: list them along with the create (see lock).
 	pipeline bool
+	// waiter is the waiter node that the attempt claimed (see Wait), if any: the
+	// multi that creates the lock node deletes it (waiterGone), so that the next
+	// waiter moves up as our lock node appears; otherwise run deletes it after.
+	waiter     string
+	waiterGone bool
 }
 
 func (a *attempt) abandoned() bool {
@@ -150,9 +156,9 @@ func retriable(err error) bool {
 // the waiter node (see Wait) that this TryLock claimed.
 func (a *attempt) run() (o outcome, cleanup func()) {
 	w := a.l.claimWait(a.keyPath)
-	a.pipeline = w != ""
+	a.pipeline, a.waiter = w != "", w
 	o, cleanup = a.lock()
-	if w != "" {
+	if w != "" && !a.waiterGone {
 		// Now that our lock node exists (or lost), let the next waiter move up.
 		prev := cleanup
 		cleanup = func() {
@@ -169,13 +175,16 @@ func (a *attempt) lock() (o outcome, cleanup func()) {
 	l := a.l
 	reapID := func() { l.reapByID(a.keyPath, a.id) }
 
-	// A TryLock that follows its Wait expects company (waiter nodes at least), so it
-	// sends the listing along with the create instead of after its reply: the
+	// A TryLock that follows its Wait, or of a key whose last attempt here found
+	// company, expects company (waiter nodes at least), so it sends the listing
+	// along with the create instead of after its reply (an uncontended one sends
+	// none: the create alone tells that it won). The
 	// listing is launched first but, on a goroutine, almost always queued after the
 	// create. It counts only if it shows our node (then the server answered it after
 	// the create); otherwise step 2 lists again.
 	var early chan listing
-	if a.pipeline {
+	crowd := l.crowd(a.keyPath)
+	if a.pipeline || crowd.Load() {
 		early = make(chan listing, 1)
 		go func() {
 			children, _, err := l.conn.Children(a.keyPath)
@@ -187,6 +196,9 @@ func (a *attempt) lock() (o outcome, cleanup func()) {
 	c, unknown, err := a.create()
 	if err != nil {
 		return a.fail(err), cleanupIf(unknown, reapID)
+	}
+	if c.known {
+		crowd.Store(!c.alone)
 	}
 	if c.alone {
 		return a.won(c.node, c.fence, c.owner, nil)
@@ -298,6 +310,15 @@ func (a *attempt) lock() (o outcome, cleanup func()) {
 		return a.fail(fmt.Errorf("lock node %s vanished: the ZooKeeper session ended (%w)", mine.name, zk.ErrSessionExpired)), cleanup
 	}
 	return a.won(minePath, sr.stat.Czxid, sr.stat.EphemeralOwner, cleanup)
+}
+
+// crowd returns the hint whether keyPath's last attempt found other children: one
+// of a fixed set, shared by the keys whose paths hash alike (a wrong hint costs a
+// request, or a round trip, never a wrong answer).
+func (l *Locker) crowd(keyPath string) *atomic.Bool {
+	h := fnv.New32a()
+	h.Write([]byte(keyPath))
+	return &l.crowded[h.Sum32()%uint32(len(l.crowded))]
 }
 
 // A listing is the answer to a getChildren.

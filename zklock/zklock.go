@@ -39,7 +39,8 @@ type Locker struct {
 	o    Options
 	data []byte // the lock nodes' data: Owner
 
-	prefixReady atomic.Bool // Prefix's components exist (as far as we know)
+	prefixReady atomic.Bool      // Prefix's components exist (as far as we know)
+	crowded     [256]atomic.Bool // hints by key path: see crowd
 
 	mu         sync.Mutex
 	closed     bool
