@@ -155,7 +155,15 @@ func retriable(err error) bool {
 // background whatever the caller does: removing nodes the attempt may have left, and
 // the waiter node (see Wait) that this TryLock claimed.
 func (a *attempt) run() (o outcome, cleanup func()) {
-	w := a.l.claimWait(a.keyPath)
+	var w string
+	if pw := a.l.claimWait(a.keyPath); pw != nil && pw.pre != nil {
+		// The Wait's lock node holds the lock: take it over, then delete the waiter
+		// node, so that the next waiter moves up.
+		o, cleanup = a.claimPre(pw.pre)
+		return o, then(cleanup, func() { a.l.reapNode(pw.path, 0) })
+	} else if pw != nil {
+		w = pw.path
+	}
 	a.pipeline, a.waiter = w != "", w
 	o, cleanup = a.lock()
 	if w != "" && !a.waiterGone {

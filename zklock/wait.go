@@ -33,23 +33,33 @@ const claimWindow = time.Second
 // by this Locker claims it and deletes it once its own lock node exists.
 type pendingWait struct {
 	path  string
-	timer *time.Timer // deletes the node if nobody claims it within claimWindow
+	pre   *preLock    // the head waiter's lock node, which holds the lock; or nil
+	timer *time.Timer // deletes the nodes if nobody claims them within claimWindow
 }
 
-// addPending records the waiter node path of keyPath for a TryLock to claim. It
-// returns false after Close: the caller deletes the node.
-func (l *Locker) addPending(keyPath, path string) bool {
+// reap deletes w's nodes: its lock node first, which holds the key.
+func (l *Locker) reapPending(w *pendingWait) {
+	if w.pre != nil {
+		l.reapNode(w.pre.node, w.pre.owner)
+	}
+	l.reapNode(w.path, 0)
+}
+
+// addPending records the waiter node path of keyPath, and its lock node pre (or
+// nil), for a TryLock to claim. It returns false after Close: the caller deletes the
+// nodes.
+func (l *Locker) addPending(keyPath, path string, pre *preLock) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return false
 	}
-	w := &pendingWait{path: path}
+	w := &pendingWait{path: path, pre: pre}
 	w.timer = time.AfterFunc(claimWindow, func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if l.removePendingLocked(keyPath, w) {
-			l.spawnLocked(func() { l.reapNode(path, 0) })
+			l.spawnLocked(func() { l.reapPending(w) })
 		}
 	})
 	l.pending[keyPath] = append(l.pending[keyPath], w)
@@ -73,19 +83,20 @@ func (l *Locker) removePendingLocked(keyPath string, w *pendingWait) bool {
 	return false
 }
 
-// claimWait takes the oldest pending waiter node of keyPath, if any, for a TryLock
-// to delete once its own lock node exists; "" when there is none.
-func (l *Locker) claimWait(keyPath string) string {
+// claimWait takes the oldest pending Wait of keyPath, if any, for a TryLock: to take
+// over its lock node, if it has one, or to delete its waiter node once its own lock
+// node exists; nil when there is none.
+func (l *Locker) claimWait(keyPath string) *pendingWait {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ws := l.pending[keyPath]
 	if len(ws) == 0 {
-		return ""
+		return nil
 	}
 	w := ws[0]
 	w.timer.Stop()
 	l.removePendingLocked(keyPath, w)
-	return w.path
+	return w
 }
 
 // Wait returns nil when key may be free. When no lock node exists it returns at once.
@@ -143,14 +154,17 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 	var state atomic.Int32
 	res := make(chan error, 1)
 	if !l.spawn(func() {
-		path, err := l.queue(ctx.Done(), keyPath)
+		path, pre, err := l.queue(ctx.Done(), keyPath)
 		// A queue that ctx's end abandoned delivers nothing: the caller, which sees
 		// ctx end too, reports it as contention (errors.Join(ErrLocked, ctx.Err())).
 		if !errors.Is(err, errAbandoned) && state.CompareAndSwap(pending, delivered) {
-			if err == nil && path != "" && l.addPending(keyPath, path) {
-				path = ""
+			if err == nil && path != "" && l.addPending(keyPath, path, pre) {
+				path, pre = "", nil
 			}
 			res <- err
+		}
+		if pre != nil {
+			l.reapNode(pre.node, pre.owner)
 		}
 		if path != "" {
 			l.reapNode(path, 0)
@@ -175,76 +189,151 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 	}
 }
 
+// preWaiters is how many waiters at the head of a key's queue make a lock node
+// while they wait (see queue), so that each is ready, its lock node queued and its
+// watch set, when its turn comes, even when the holders before it hold the key
+// only briefly.
+const preWaiters = 3
+
 // errAbandoned ends a queue whose caller gave up.
 var errAbandoned = errors.New("zklock: wait abandoned")
 
 // queue joins keyPath's waiter queue and returns when the key may be free, with the
-// path of its waiter node ("" when it made none); on an error, path is a node to
-// delete (or "").
-func (l *Locker) queue(abandon <-chan struct{}, keyPath string) (path string, err error) {
+// path of its waiter node ("" when it made none) and, when the queue's head made a
+// lock node that now holds the lock, that node (see preLock); on an error, path and
+// pre are nodes to delete (or "" and nil).
+//
+// A waiter behind others watches the waiter node just before its own. At the head of
+// the queue it makes a lock node, a contender queued behind the holder, and watches
+// the contender just before that: when that one goes and was the lowest, the lock is
+// ours, without another request. A head whose lock node cannot be made (the key
+// node grants no write, the connection broke) watches the holder's node instead,
+// and the TryLock that follows does the rest.
+func (l *Locker) queue(abandon <-chan struct{}, keyPath string) (path string, pre *preLock, err error) {
 	id := distlock.NewToken()
 	path, err = l.conn.Create(waitNodePrefix(keyPath, id), nil, zk.FlagEphemeralSequential, l.o.ACL)
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
-		return "", nil // the key's node is gone: free
+		return "", nil, nil // the key's node is gone: free
 	case errors.Is(err, zk.ErrConnectionClosed):
 		// The create may have been applied: remove whatever it made.
 		l.reapWaiterID(keyPath, id)
-		return "", err
+		return "", nil, err
 	case err != nil:
-		return "", err
+		return "", nil, err
 	}
 	me, ok := parseWaiter(path[len(keyPath)+1:])
 	if !ok {
-		return path, fmt.Errorf("unexpected waiter node name %s", path[len(keyPath)+1:])
+		return path, nil, fmt.Errorf("unexpected waiter node name %s", path[len(keyPath)+1:])
+	}
+	noPre := false // the head makes no lock node (see above)
+	dropPre := func() {
+		l.reapNode(pre.node, pre.owner)
+		pre, noPre = nil, true
 	}
 	for {
 		children, _, err := l.conn.Children(keyPath)
 		if errors.Is(err, zk.ErrNoNode) {
-			return path, nil
+			return path, nil, nil // free; our lock node, if any, went with the key node
 		}
 		if err != nil {
-			return path, err
+			return path, pre, err
 		}
-		holder, held := lowest(children)
-		if !held {
-			return path, nil // free
-		}
-		target, head := holder.name, true
-		var pred contender
-		for _, name := range children {
-			if w, ok := parseWaiter(name); ok && w.seq < me.seq && (head || w.seq > pred.seq) {
-				pred, head = w, false
+		var target string
+		var only bool // target is the lowest contender, and the only one before pre
+		if pre != nil {
+			target, only, ok = before(children, pre.node[len(keyPath)+1:])
+			switch {
+			case !ok: // our lock node is gone: the session ended
+				pre, noPre = nil, true
+				continue
+			case target == "":
+				return path, pre, nil // ours is the lowest: the lock is ours
 			}
-		}
-		if !head {
-			target = pred.name
+		} else {
+			holder, held := lowest(children)
+			if !held {
+				return path, nil, nil // free
+			}
+			target = holder.name
+			head := true
+			ahead := 0
+			var pred contender
+			for _, name := range children {
+				if w, ok := parseWaiter(name); ok && w.seq < me.seq {
+					if ahead++; head || w.seq > pred.seq {
+						pred, head = w, false
+					}
+				}
+			}
+			if ahead < preWaiters && !noPre {
+				if pre, err = l.contend(keyPath); err != nil {
+					noPre = true
+				}
+				continue
+			}
+			if !head {
+				target = pred.name
+			}
 		}
 		// GetW on a node that is already gone sets no watch; look again.
 		_, _, watch, err := l.conn.GetW(keyPath + "/" + target)
 		if errors.Is(err, zk.ErrNoNode) {
-			if head {
-				return path, nil // released meanwhile
-			}
 			continue
 		}
 		if err != nil {
-			return path, err
+			return path, pre, err
 		}
 		select {
 		case ev := <-watch:
-			if head || ev.Type == zk.EventNotWatching {
-				// The holder's node is gone, or the watch ended with the session or
-				// the connection: the key may be free.
-				return path, nil
+			switch {
+			case ev.Type == zk.EventNotWatching:
+				// The watch ended with the session or the connection: the key may be
+				// free, and our lock node, if any, may be gone.
+				if pre != nil {
+					dropPre()
+				}
+				return path, nil, nil
+			case pre != nil && only && ev.Type == zk.EventNodeDeleted:
+				return path, pre, nil // the lowest before ours went: ours is the lowest
+			case pre == nil && parseContenderOK(target):
+				return path, nil, nil // the holder's node is gone: the key may be free
 			}
-			// The waiter before us left: move up.
+			// The waiter or contender before us left: move up.
 		case <-abandon:
-			return path, errAbandoned
+			return path, pre, errAbandoned
 		case <-l.done:
-			return path, distlock.ErrClosed
+			return path, pre, distlock.ErrClosed
 		}
 	}
+}
+
+// before returns the contender with the highest sequence number below that of the
+// lock node mine among children ("" when there is none), whether it is the only one
+// below, and false when mine is not among children.
+func before(children []string, mine string) (target string, only, ok bool) {
+	me, _ := parseContender(mine)
+	var pred contender
+	n := 0
+	for _, name := range children {
+		c, isC := parseContender(name)
+		switch {
+		case !isC:
+		case name == mine:
+			ok = true
+		case c.seq < me.seq:
+			if n++; n == 1 || c.seq > pred.seq {
+				pred = c
+			}
+		}
+	}
+	return pred.name, n == 1, ok
+}
+
+// parseContenderOK reports whether name is a contender's.
+func parseContenderOK(name string) bool {
+	_, ok := parseContender(name)
+	return ok
 }
 
 // reapWaiterID deletes the waiter nodes of keyPath with id. It syncs the server

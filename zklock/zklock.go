@@ -140,7 +140,7 @@ func (l *Locker) Close() error {
 		for kp, ws := range l.pending {
 			for _, w := range ws {
 				w.timer.Stop()
-				l.cleanupLocked(func() { l.reapNode(w.path, 0) })
+				l.cleanupLocked(func() { l.reapPending(w) })
 			}
 			delete(l.pending, kp)
 		}
