@@ -101,19 +101,23 @@ func (l *Locker) claimWait(keyPath string) *pendingWait {
 
 // Wait returns nil when key may be free. When no lock node exists it returns at once.
 // Otherwise it joins the key's queue of waiters with an ephemeral-sequential waiter
-// node (_w_<id>-wait-<seq>, not a contender: it never blocks TryLock) and watches one
-// node only: the waiter node just before its own, or, at the head of the queue, the
-// holder's lock node. So a release wakes one waiter, not all of them (no herd), and
-// waiters are woken in the order they came. When ctx ends first it returns
-// errors.Join(distlock.ErrLocked, ctx.Err()) and its waiter node is deleted in the
+// node (_w_<id>-wait-lock-<seq>, not a contender) and watches one node only: the
+// waiter node just before its own, or, among the first 3 waiters (preWaiters), the
+// contender just before the lock node it makes while it waits: a contender queued
+// behind the holder, as zk.Lock's waiters are, which holds the lock once the lower
+// ones are gone; Wait then returns nil, and this Locker's next TryLock of key takes
+// that lease over without a request. So a release wakes one waiter, not all of them
+// (no herd), waiters are woken in the order they came, and a handoff costs no round
+// trip after the release's watch event. When ctx ends first it returns
+// errors.Join(distlock.ErrLocked, ctx.Err()) and its nodes are deleted in the
 // background.
 //
-// After Wait returns nil, the head waiter's node stays in the queue, so that the waiters
-// behind it keep waiting, until this Locker's next TryLock of key has created its lock
-// node (then that TryLock deletes it), or for at most a second. distlock.Lock calls
-// TryLock at once; a caller that does not delays the waiters behind it by that second.
-// A holder that ends without Unlock (its session expired) wakes the head as a release
-// does. Errors are *distlock.OpError.
+// After Wait returns nil, its nodes stay until this Locker's next TryLock of key
+// claims them (deleting the waiter node, so that the next waiter moves up), or for at
+// most a second. distlock.Lock calls TryLock at once; a caller that does not keeps
+// the key from everyone else for that second. A holder that ends without Unlock (its
+// session expired) wakes the next waiter as a release does. Errors are
+// *distlock.OpError.
 func (l *Locker) Wait(ctx context.Context, key string) error {
 	locked := func(err error) error {
 		return opError("Wait", key, errors.Join(distlock.ErrLocked, err))
