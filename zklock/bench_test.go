@@ -22,11 +22,16 @@ import (
 // Every client has its own session, as separate processes would.
 //
 // Compare like with like. The suite's Uncontended takes a fresh key for every pair,
-// whose node does not exist yet: five round trips (a create that finds no key node,
-// the key node's create, the lock node's create, the listing with the node's stat,
-// the delete; TestRequestsPerPair). On a key whose node exists it is three, as many
-// as zk.Lock's. So Conformance/Uncontended compares with Peer/UncontendedFresh, and
-// Peer/Uncontended (one path) with UncontendedOneKey.
+// whose node does not exist yet: four round trips (a multi that finds no key node,
+// the key node's create, the multi that creates the lock node and returns the key
+// node's stat, the delete; TestRequestsPerPair). On a key whose node exists it is
+// two (the multi, the delete), against zk.Lock's three (create, listing, delete). So
+// Conformance/Uncontended compares with Peer/UncontendedFresh, Peer/Uncontended (one
+// path) with UncontendedOneKey, Peer/UncontendedParallel (16 goroutines, a path each)
+// with UncontendedParallel, and Peer/Handoff with Handoff (16 clients, each holding
+// the key for handoffHold; gap-p50-ms is the time from an Unlock's call to the next
+// acquisition: zklock's woken waiter holds the key already, zk.Lock's lists the
+// children first).
 //
 // Every benchmark first warms the server up (warmUp): the first few hundred pairs
 // after TestMain started the servers ran about twice as slow as later ones (a JVM
