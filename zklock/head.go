@@ -69,3 +69,76 @@ func (a *attempt) claimPre(p *preLock) (o outcome, cleanup func()) {
 	}
 	return a.won(p.node, p.fence, p.owner, nil)
 }
+
+// below returns the contenders among children with a lower sequence number than the
+// lock node mine, and false when mine is not among children.
+func below(children []string, mine string) (lower []string, ok bool) {
+	me, _ := parseContender(mine)
+	for _, name := range children {
+		if name == mine {
+			ok = true
+		} else if c, isC := parseContender(name); isC && c.seq < me.seq {
+			lower = append(lower, name)
+		}
+	}
+	return lower, ok
+}
+
+// What awaitLower saw.
+const (
+	lowerGone   = iota // every lower contender is gone: ours is the lowest
+	lowerRelist        // something else changed: list again
+	lowerLost          // a watch ended with the session or the connection
+)
+
+// awaitLower watches the contenders lower (named in keyPath) until they are all
+// gone. A lock node made after ours has a higher sequence number, so once these are
+// gone ours is the lowest, and the waiter knows it from the watch events alone,
+// without a listing. Only the first preWaiters waiters watch this way, so a release
+// still wakes O(1) clients.
+func (l *Locker) awaitLower(abandon <-chan struct{}, keyPath string, lower []string) (int, error) {
+	type fired struct {
+		name string
+		ev   zk.Event
+	}
+	events := make(chan fired, len(lower))
+	stop := make(chan struct{})
+	defer close(stop)
+	left := 0
+	for _, name := range lower {
+		// GetW on a node that is already gone sets no watch: it is gone.
+		_, _, watch, err := l.conn.GetW(keyPath + "/" + name)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return lowerRelist, err
+		}
+		left++
+		go func() {
+			select {
+			case ev := <-watch:
+				events <- fired{name, ev}
+			case <-stop:
+			}
+		}()
+	}
+	for left > 0 {
+		select {
+		case f := <-events:
+			switch f.ev.Type {
+			case zk.EventNodeDeleted:
+				left--
+			case zk.EventNotWatching:
+				return lowerLost, nil
+			default:
+				return lowerRelist, nil
+			}
+		case <-abandon:
+			return lowerRelist, errAbandoned
+		case <-l.done:
+			return lowerRelist, distlock.ErrClosed
+		}
+	}
+	return lowerGone, nil
+}

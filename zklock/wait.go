@@ -1,9 +1,11 @@
 package zklock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -243,42 +245,52 @@ func (l *Locker) queue(abandon <-chan struct{}, keyPath string) (path string, pr
 		if err != nil {
 			return path, pre, err
 		}
-		var target string
-		var only bool // target is the lowest contender, and the only one before pre
 		if pre != nil {
-			target, only, ok = before(children, pre.node[len(keyPath)+1:])
-			switch {
-			case !ok: // our lock node is gone: the session ended
+			lower, ok := below(children, pre.node[len(keyPath)+1:])
+			if !ok { // our lock node is gone: the session ended
 				pre, noPre = nil, true
 				continue
-			case target == "":
+			}
+			switch r, err := l.awaitLower(abandon, keyPath, lower); {
+			case err != nil:
+				return path, pre, err
+			case r == lowerGone:
 				return path, pre, nil // ours is the lowest: the lock is ours
+			case r == lowerLost:
+				// The watches ended with the session or the connection: the key may
+				// be free, and our lock node may be gone.
+				dropPre()
+				return path, nil, nil
 			}
-		} else {
-			holder, held := lowest(children)
-			if !held {
-				return path, nil, nil // free
+			continue
+		}
+		holder, held := lowest(children)
+		if !held {
+			return path, nil, nil // free
+		}
+		target := holder.name
+		var ahead []contender // the waiters before us
+		for _, name := range children {
+			if w, ok := parseWaiter(name); ok && w.seq < me.seq {
+				ahead = append(ahead, w)
 			}
-			target = holder.name
-			head := true
-			ahead := 0
-			var pred contender
-			for _, name := range children {
-				if w, ok := parseWaiter(name); ok && w.seq < me.seq {
-					if ahead++; head || w.seq > pred.seq {
-						pred, head = w, false
-					}
-				}
+		}
+		switch {
+		case len(ahead) < preWaiters && !noPre:
+			if pre, err = l.contend(keyPath); err != nil {
+				noPre = true
 			}
-			if ahead < preWaiters && !noPre {
-				if pre, err = l.contend(keyPath); err != nil {
-					noPre = true
-				}
-				continue
+			continue
+		case len(ahead) > 0:
+			// Watch the waiter preWaiters places before us (or the one just before,
+			// once the first waiters make no lock node): when it goes, we are among
+			// the first preWaiters. Each waiter node has one watcher at most.
+			slices.SortFunc(ahead, func(a, b contender) int { return cmp.Compare(a.seq, b.seq) })
+			k := 1
+			if !noPre {
+				k = preWaiters
 			}
-			if !head {
-				target = pred.name
-			}
+			target = ahead[len(ahead)-k].name
 		}
 		// GetW on a node that is already gone sets no watch; look again.
 		_, _, watch, err := l.conn.GetW(keyPath + "/" + target)
@@ -290,48 +302,18 @@ func (l *Locker) queue(abandon <-chan struct{}, keyPath string) (path string, pr
 		}
 		select {
 		case ev := <-watch:
-			switch {
-			case ev.Type == zk.EventNotWatching:
-				// The watch ended with the session or the connection: the key may be
-				// free, and our lock node, if any, may be gone.
-				if pre != nil {
-					dropPre()
-				}
+			if ev.Type == zk.EventNotWatching || parseContenderOK(target) {
+				// The holder's node is gone, or the watch ended with the session or
+				// the connection: the key may be free.
 				return path, nil, nil
-			case pre != nil && only && ev.Type == zk.EventNodeDeleted:
-				return path, pre, nil // the lowest before ours went: ours is the lowest
-			case pre == nil && parseContenderOK(target):
-				return path, nil, nil // the holder's node is gone: the key may be free
 			}
-			// The waiter or contender before us left: move up.
+			// The waiter before us left: move up.
 		case <-abandon:
 			return path, pre, errAbandoned
 		case <-l.done:
 			return path, pre, distlock.ErrClosed
 		}
 	}
-}
-
-// before returns the contender with the highest sequence number below that of the
-// lock node mine among children ("" when there is none), whether it is the only one
-// below, and false when mine is not among children.
-func before(children []string, mine string) (target string, only, ok bool) {
-	me, _ := parseContender(mine)
-	var pred contender
-	n := 0
-	for _, name := range children {
-		c, isC := parseContender(name)
-		switch {
-		case !isC:
-		case name == mine:
-			ok = true
-		case c.seq < me.seq:
-			if n++; n == 1 || c.seq > pred.seq {
-				pred = c
-			}
-		}
-	}
-	return pred.name, n == 1, ok
 }
 
 // parseContenderOK reports whether name is a contender's.
