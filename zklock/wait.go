@@ -103,11 +103,11 @@ func (l *Locker) claimWait(keyPath string) *pendingWait {
 
 // Wait returns nil when key may be free. When no lock node exists it returns at once.
 // Otherwise it joins the key's queue of waiters with an ephemeral-sequential waiter
-// node (_w_<id>-wait-lock-<seq>, not a contender) and watches one node only: the
-// waiter node just before its own, or, among the first 3 waiters (preWaiters), the
-// contender just before the lock node it makes while it waits: a contender queued
-// behind the holder, as zk.Lock's waiters are, which holds the lock once the lower
-// ones are gone; Wait then returns nil, and this Locker's next TryLock of key takes
+// node (_w_<id>-wait-lock-<seq>, not a contender) and watches the waiter node 3
+// places before its own; among the first 3 waiters (preWaiters), it makes a lock
+// node while it waits, a contender queued behind the holder as zk.Lock's waiters
+// are, and watches the few contenders before it: its lock node holds the lock once
+// they are gone; Wait then returns nil, and this Locker's next TryLock of key takes
 // that lease over without a request. So a release wakes one waiter, not all of them
 // (no herd), waiters are woken in the order they came, and a handoff costs no round
 // trip after the release's watch event. When ctx ends first it returns
@@ -209,12 +209,13 @@ var errAbandoned = errors.New("zklock: wait abandoned")
 // lock node that now holds the lock, that node (see preLock); on an error, path and
 // pre are nodes to delete (or "" and nil).
 //
-// A waiter behind others watches the waiter node just before its own. At the head of
-// the queue it makes a lock node, a contender queued behind the holder, and watches
-// the contender just before that: when that one goes and was the lowest, the lock is
-// ours, without another request. A head whose lock node cannot be made (the key
-// node grants no write, the connection broke) watches the holder's node instead,
-// and the TryLock that follows does the rest.
+// A waiter with preWaiters or more waiters before it watches the waiter node
+// preWaiters places before its own. Among the first preWaiters it makes a lock node, a
+// contender queued behind the holder, and watches the contenders before that
+// (awaitLower): when they are gone, the lock is ours, without another request. A
+// waiter whose lock node cannot be made (the key node grants no write, the
+// connection broke) watches the waiter node just before its own, or at the head the
+// holder's node, and the TryLock that follows does the rest.
 func (l *Locker) queue(abandon <-chan struct{}, keyPath string) (path string, pre *preLock, err error) {
 	id := distlock.NewToken()
 	path, err = l.conn.Create(waitNodePrefix(keyPath, id), nil, zk.FlagEphemeralSequential, l.o.ACL)
