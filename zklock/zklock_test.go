@@ -489,6 +489,10 @@ func TestWaitCancelled(t *testing.T) {
 		require.ErrorIs(t, err, distlock.ErrLocked, "Wait %d", i)
 		require.ErrorIs(t, err, context.DeadlineExceeded, "Wait %d", i)
 	}
+	// The cancelled Waits' nodes (waiter nodes, and the lock nodes that the first
+	// waiters make) are gone: only the holder's is left.
+	require.Eventually(t, func() bool { return len(children(t, a.conn, keyPath(key))) == 1 }, 5*time.Second, 10*time.Millisecond,
+		"nodes left: %v", children(t, a.conn, keyPath(key)))
 	require.NoError(t, a.l.Unlock(ctxT(t), lease))
 }
 
@@ -573,4 +577,6 @@ func TestWaitQueue(t *testing.T) {
 	}
 	expectWoken(3, "waiter 2 let its turn pass too")
 	require.Eventually(t, waitersQueued(0), 5*time.Second, 10*time.Millisecond, "the lapsed waiter nodes removed")
+	require.Eventually(t, func() bool { return len(children(t, a.conn, kp)) == 0 }, 5*time.Second, 10*time.Millisecond,
+		"the lapsed waiters' lock nodes removed")
 }
