@@ -2,6 +2,7 @@ package zklock_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -21,11 +22,16 @@ import (
 // Every client has its own session, as separate processes would.
 //
 // Compare like with like. The suite's Uncontended takes a fresh key for every pair,
-// whose node does not exist yet: five round trips (a create that finds no key node,
-// the key node's create, the lock node's create, the listing with the node's stat,
-// the delete; TestRequestsPerPair). On a key whose node exists it is three, as many
-// as zk.Lock's. So Conformance/Uncontended compares with Peer/UncontendedFresh, and
-// Peer/Uncontended (one path) with UncontendedOneKey.
+// whose node does not exist yet: four round trips (a multi that finds no key node,
+// the key node's create, the multi that creates the lock node and returns the key
+// node's stat, the delete; TestRequestsPerPair). On a key whose node exists it is
+// two (the multi, the delete), against zk.Lock's three (create, listing, delete). So
+// Conformance/Uncontended compares with Peer/UncontendedFresh, Peer/Uncontended (one
+// path) with UncontendedOneKey, Peer/UncontendedParallel (16 goroutines, a path each)
+// with UncontendedParallel, and Peer/Handoff with Handoff (16 clients, each holding
+// the key for handoffHold; gap-p50-ms is the time from an Unlock's call to the next
+// acquisition: zklock's woken waiter holds the key already, zk.Lock's lists the
+// children first).
 //
 // Every benchmark first warms the server up (warmUp): the first few hundred pairs
 // after TestMain started the servers ran about twice as slow as later ones (a JVM
@@ -53,6 +59,48 @@ func BenchmarkUncontendedOneKey(b *testing.B) {
 	}
 }
 
+// BenchmarkUncontendedParallel is TryLock+Unlock by 16 goroutines sharing one
+// Locker, each on a key of its own, the workload of Peer/UncontendedParallel (W1 with
+// 16 goroutines).
+func BenchmarkUncontendedParallel(b *testing.B) {
+	warmUp(b)
+	l := newClient(b, standaloneAddrs(), sessionTimeout, nil, false).l
+	prefix := "bench-par-" + distlock.NewToken()[:10] + "-"
+	var n atomic.Int64
+	b.SetParallelism(parallel)
+	b.RunParallel(func(pb *testing.PB) {
+		key := prefix + strconv.FormatInt(n.Add(1), 10)
+		for pb.Next() {
+			pair(b, l, key)
+		}
+	})
+}
+
+// BenchmarkHandoff is the handoff of one key among 16 Lockers, each on its own
+// session, that loop distlock.Lock, Unlock: the workload of Peer/Handoff.
+func BenchmarkHandoff(b *testing.B) {
+	warmUp(b)
+	key := "bench-handoff-" + distlock.NewToken()[:10]
+	lockers := make([]func() func(), waiters)
+	for i := range lockers {
+		l := newClient(b, standaloneAddrs(), sessionTimeout, nil, false).l
+		lockers[i] = func() func() {
+			ctx := context.Background()
+			lease, err := distlock.Lock(ctx, l, key, 30*time.Second, nil)
+			if err != nil {
+				b.Error(err)
+				return nil
+			}
+			return func() {
+				if err := l.Unlock(ctx, lease); err != nil {
+					b.Error(err)
+				}
+			}
+		}
+	}
+	handoff(b, lockers)
+}
+
 func BenchmarkPeer(b *testing.B) {
 	warmUp(b)
 	b.Run("Uncontended", func(b *testing.B) {
@@ -67,6 +115,26 @@ func BenchmarkPeer(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+	})
+	b.Run("UncontendedParallel", func(b *testing.B) {
+		conn := connect(b, standaloneAddrs(), sessionTimeout)
+		defer conn.Close()
+		prefix := "/bench-zk-lock/" + distlock.NewToken()[:10] + "-"
+		var n atomic.Int64
+		b.SetParallelism(parallel)
+		b.RunParallel(func(pb *testing.PB) {
+			lk := zk.NewLock(conn, prefix+strconv.FormatInt(n.Add(1), 10), zk.WorldACL(zk.PermAll))
+			for pb.Next() {
+				if err := lk.Lock(); err != nil {
+					b.Error(err)
+					return
+				}
+				if err := lk.Unlock(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
 	})
 	// A fresh path for every pair, as the suite's Uncontended takes a fresh key:
 	// zk.Lock creates the missing parents (persistent nodes) first.
@@ -111,6 +179,14 @@ func BenchmarkPeer(b *testing.B) {
 
 const waiters = 16
 
+// handoffHold is how long a handoff benchmark's holder keeps the key, as
+// benchmarks' W2 does.
+const handoffHold = time.Millisecond
+
+// parallel times GOMAXPROCS is the goroutines of the Parallel benchmarks: 16 on the
+// 2-core machine that the benchmarks' numbers come from.
+const parallel = 8
+
 // warmServers is how many TryLock+Unlock pairs warmUp makes, half on fresh keys, half
 // on one key: enough that a later one takes no longer than the benchmarks' steady
 // state.
@@ -149,11 +225,22 @@ func pair(b *testing.B, l *zklock.Locker, key string) {
 	}
 }
 
-// handoff runs b.N acquisitions of one key by waiters goroutines; each calls lock and
-// then unlock.
+// handoff runs b.N acquisitions of one key by len(lockers) goroutines; each calls
+// lock and then unlock. A goroutine that released the key asks again only once
+// another has taken it, so that every acquisition is a handoff to a waiter (a
+// releaser that asked again at once could win its own release back). It reports the
+// gap from a holder's call of unlock to the next acquisition: gap-p50-ms.
 func handoff(b *testing.B, lockers []func() (unlock func())) {
-	var acquired atomic.Int64
-	var wg sync.WaitGroup
+	var (
+		mu       sync.Mutex
+		acquired int
+		handed   = make(chan struct{}) // closed, and replaced, at every acquisition
+		released time.Time             // when the latest holder called unlock
+		gaps     []time.Duration
+		stop     = make(chan struct{})
+		stopOnce sync.Once
+		wg       sync.WaitGroup
+	)
 	b.ResetTimer()
 	for _, lock := range lockers {
 		wg.Go(func() {
@@ -162,16 +249,38 @@ func handoff(b *testing.B, lockers []func() (unlock func())) {
 				if unlock == nil {
 					return
 				}
-				n := acquired.Add(1)
+				mu.Lock()
+				if !released.IsZero() {
+					gaps = append(gaps, time.Since(released))
+				}
+				acquired++
+				done := acquired >= b.N
+				close(handed)
+				handed = make(chan struct{})
+				next := handed
+				mu.Unlock()
+				time.Sleep(handoffHold) // the critical section
+				mu.Lock()
+				released = time.Now()
+				mu.Unlock()
 				unlock()
-				if n >= int64(b.N) {
+				if done {
+					// The others still waiting take their turn, and stop then.
+					stopOnce.Do(func() { close(stop) })
+					return
+				}
+				select {
+				case <-next:
+				case <-stop:
 					return
 				}
 			}
 		})
 	}
-	// A goroutine stops after an acquisition that reaches b.N; the others still
-	// waiting take their turn first, so a run makes up to waiters-1 extra ones.
 	wg.Wait()
 	b.StopTimer()
+	slices.Sort(gaps)
+	if len(gaps) > 0 {
+		b.ReportMetric(float64(gaps[len(gaps)/2])/1e6, "gap-p50-ms")
+	}
 }

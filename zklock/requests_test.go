@@ -14,10 +14,11 @@ import (
 
 // TestRequestsPerPair pins the ZooKeeper requests of an uncontended TryLock+Unlock,
 // and the round trips they take (the fewest of several pairs, so that a scheduler
-// that delays a pipelined request once does not count). On a key whose node exists:
-// the lock node's create, then its listing and stat (pipelined), then the delete:
-// three round trips, as many as zk.Lock's. On a fresh key, a create that finds no key
-// node and the key node's create come first: five.
+// that delays a request once does not count). On a key whose node exists: one multi
+// (the lock node's create and the key node's setData, whose stat gives the fence and
+// shows the lock node as the only child: no listing), then the delete: two round
+// trips, against zk.Lock's three. On a fresh key, a multi that finds no key node and
+// the key node's create come first: four.
 func TestRequestsPerPair(t *testing.T) {
 	w := newWire()
 	opts := *quiet
@@ -56,10 +57,10 @@ func TestRequestsPerPair(t *testing.T) {
 	}
 	one := prefix + "one"
 	pair(one)
-	rounds := fewest(func(int) string { return one }, "create=1 delete=1 exists=1 getChildren2=1")
-	require.Equal(t, 3, rounds, "round trips of a pair on a key whose node exists")
+	rounds := fewest(func(int) string { return one }, "delete=1 multi=1")
+	require.Equal(t, 2, rounds, "round trips of a pair on a key whose node exists")
 
 	rounds = fewest(func(i int) string { return prefix + "fresh-" + string(rune('a'+i)) },
-		"create=2 createContainer=1 delete=1 exists=1 getChildren2=1")
-	require.Equal(t, 5, rounds, "round trips of a pair on a fresh key")
+		"createContainer=1 delete=1 multi=2")
+	require.Equal(t, 4, rounds, "round trips of a pair on a fresh key")
 }

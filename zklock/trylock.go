@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"hash/fnv"
 	"sync/atomic"
 	"time"
 
@@ -101,6 +101,14 @@ type attempt struct {
 	ttl     time.Duration
 	abandon <-chan struct{} // the caller's ctx.Done(): stop retrying
 	backoff time.Duration
+	// pipeline: the attempt follows a Wait (it claimed a waiter node), so the key
+	// has other children: list them along with the create (see lock).
+	pipeline bool
+	// waiter is the waiter node that the attempt claimed (see Wait), if any: the
+	// multi that creates the lock node deletes it (waiterGone), so that the next
+	// waiter moves up as our lock node appears; otherwise run deletes it after.
+	waiter     string
+	waiterGone bool
 }
 
 func (a *attempt) abandoned() bool {
@@ -147,9 +155,18 @@ func retriable(err error) bool {
 // background whatever the caller does: removing nodes the attempt may have left, and
 // the waiter node (see Wait) that this TryLock claimed.
 func (a *attempt) run() (o outcome, cleanup func()) {
-	w := a.l.claimWait(a.keyPath)
+	var w string
+	if pw := a.l.claimWait(a.keyPath); pw != nil && pw.pre != nil {
+		// The Wait's lock node holds the lock: take it over, then delete the waiter
+		// node, so that the next waiter moves up.
+		o, cleanup = a.claimPre(pw.pre)
+		return o, then(cleanup, func() { a.l.reapNode(pw.path, 0) })
+	} else if pw != nil {
+		w = pw.path
+	}
+	a.pipeline, a.waiter = w != "", w
 	o, cleanup = a.lock()
-	if w != "" {
+	if w != "" && !a.waiterGone {
 		// Now that our lock node exists (or lost), let the next waiter move up.
 		prev := cleanup
 		cleanup = func() {
@@ -166,64 +183,62 @@ func (a *attempt) lock() (o outcome, cleanup func()) {
 	l := a.l
 	reapID := func() { l.reapByID(a.keyPath, a.id) }
 
-	// 1. Create the node, or find it again after a lost reply.
-	var node string
-	unknown := false // a create may have been applied without our knowing
-	for creates := 0; ; {
-		path, err := l.conn.Create(lockNodePrefix(a.keyPath, a.id), l.data, zk.FlagEphemeralSequential, l.o.ACL)
-		if err == nil {
-			node = path
-			break
-		}
-		switch {
-		case errors.Is(err, zk.ErrNoNode):
-			// The key's node (or Prefix) does not exist yet, or was just removed.
-			if creates++; creates >= maxCreates {
-				return a.fail(err), cleanupIf(unknown, reapID)
-			}
-			if err = l.ensureKeyNode(a.keyPath); err == nil {
-				continue
-			}
-		case errors.Is(err, zk.ErrConnectionClosed):
-			// The request may have been applied: look for the node by its id.
-			unknown = true
-			found, ferr := l.findOwn(a.keyPath, a.id)
-			if ferr == nil && found != "" {
-				node = found
-			} else if ferr != nil {
-				err = ferr
-			}
-		case retriable(err):
-			// Not sent, or the session expired (with it, any node it had).
-		default:
-			return a.fail(err), cleanupIf(unknown, reapID)
-		}
-		if node != "" {
-			break
-		}
-		if !a.again(err) {
-			return a.fail(err), cleanupIf(unknown, reapID)
-		}
+	// A TryLock that follows its Wait, or of a key whose last attempt here found
+	// company, expects company (waiter nodes at least), so it sends the listing
+	// along with the create instead of after its reply (an uncontended one sends
+	// none: the create alone tells that it won). The
+	// listing is launched first but, on a goroutine, almost always queued after the
+	// create. It counts only if it shows our node (then the server answered it after
+	// the create); otherwise step 2 lists again.
+	var early chan listing
+	crowd := l.crowd(a.keyPath)
+	if a.pipeline || crowd.Load() {
+		early = make(chan listing, 1)
+		go func() {
+			children, _, err := l.conn.Children(a.keyPath)
+			early <- listing{children, err}
+		}()
 	}
 
+	// 1. Create the node, or find it again after a lost reply.
+	c, unknown, err := a.create()
+	if err != nil {
+		return a.fail(err), cleanupIf(unknown, reapID)
+	}
+	if c.known {
+		crowd.Store(!c.alone)
+	}
+	if c.alone {
+		return a.won(c.node, c.fence, c.owner, nil)
+	}
+	node := c.node
+
 	// 2. List the contenders, and read our node's stat (for the fence) in the same
-	// round trip: go-zookeeper pipelines requests on the connection. Our node was
-	// created after every lower one, so the server that answers has seen them all.
+	// round trip if the create did not tell it: go-zookeeper pipelines requests on
+	// the connection. Our node was created after every lower one, so the server that
+	// answers has seen them all.
 	type statResult struct {
 		exists bool
 		stat   *zk.Stat
 		err    error
 	}
-	statc := make(chan statResult, 1)
-	go func() {
-		ok, stat, err := l.conn.Exists(node)
-		statc <- statResult{ok, stat, err}
-	}()
+	var statc chan statResult
+	if !c.known {
+		statc = make(chan statResult, 1)
+		go func() {
+			ok, stat, err := l.conn.Exists(node)
+			statc <- statResult{ok, stat, err}
+		}()
+	}
 	var children []string
-	for {
+	if early != nil {
+		if r := <-early; r.err == nil && hasID(r.children, a.id) {
+			children = r.children
+		}
+	}
+	for children == nil {
 		var err error
-		children, _, err = l.conn.Children(a.keyPath)
-		if err == nil {
+		if children, _, err = l.conn.Children(a.keyPath); err == nil {
 			break
 		}
 		if !a.again(err) {
@@ -282,7 +297,13 @@ func (a *attempt) lock() (o outcome, cleanup func()) {
 			}
 		}
 	}
-	sr := <-statc
+	if minePath == node && c.known {
+		return a.won(minePath, c.fence, c.owner, cleanup)
+	}
+	var sr statResult
+	if minePath == node {
+		sr = <-statc
+	}
 	if minePath != node || sr.err != nil {
 		for {
 			if sr.exists, sr.stat, sr.err = l.conn.Exists(minePath); sr.err == nil || !a.again(sr.err) {
@@ -296,22 +317,54 @@ func (a *attempt) lock() (o outcome, cleanup func()) {
 	if !sr.exists {
 		return a.fail(fmt.Errorf("lock node %s vanished: the ZooKeeper session ended (%w)", mine.name, zk.ErrSessionExpired)), cleanup
 	}
-	h := handle{id: a.id, seq: mine.seq}
-	valid, least := l.validity(a.ttl)
+	return a.won(minePath, sr.stat.Czxid, sr.stat.EphemeralOwner, cleanup)
+}
+
+// crowd returns the hint whether keyPath's last attempt found other children: one
+// of a fixed set, shared by the keys whose paths hash alike (a wrong hint costs a
+// request, or a round trip, never a wrong answer).
+func (l *Locker) crowd(keyPath string) *atomic.Bool {
+	h := fnv.New32a()
+	h.Write([]byte(keyPath))
+	return &l.crowded[h.Sum32()%uint32(len(l.crowded))]
+}
+
+// A listing is the answer to a getChildren.
+type listing struct {
+	children []string
+	err      error
+}
+
+// hasID reports whether children holds a lock node with protected id.
+func hasID(children []string, id string) bool {
+	for _, name := range children {
+		if c, ok := parseContender(name); ok && c.id == id {
+			return true
+		}
+	}
+	return false
+}
+
+// won returns the outcome of an attempt whose lock node, node, has the lowest
+// sequence number: its lease has the Fence czxid (the node's) and, owned by session,
+// Expires = start + the validity. cleanup is the background work that follows.
+func (a *attempt) won(node string, czxid, session int64, cleanup func()) (outcome, func()) {
+	seq, _ := parseContender(node[len(a.keyPath)+1:])
+	h := handle{id: a.id, seq: seq.seq}
+	valid, least := a.l.validity(a.ttl)
 	lease := distlock.Lease{
 		Key:     a.key,
 		Token:   h.token(),
-		Fence:   uint64(sr.stat.Czxid),
+		Fence:   uint64(czxid),
 		Expires: a.start.Add(valid),
 	}
 	if !lease.Expires.After(time.Now()) {
 		// The answers came after the lease's validity ran out: a lease that has
 		// already expired is of no use, and its node must not keep the key.
-		owner := sr.stat.EphemeralOwner
 		return a.fail(fmt.Errorf("the lock was won, but its validity %v ran out before the answers came (%v after the request): the node is deleted", valid, time.Since(a.start).Round(time.Millisecond))),
-			then(cleanup, func() { l.reapNode(minePath, owner) })
+			then(cleanup, func() { a.l.reapNode(node, session) })
 	}
-	return outcome{lease: lease, node: minePath, session: sr.stat.EphemeralOwner, least: least}, cleanup
+	return outcome{lease: lease, node: node, session: session, least: least}, cleanup
 }
 
 // then returns a function that calls first (if not nil), then next. (A closure
@@ -330,60 +383,4 @@ func cleanupIf(cond bool, f func()) func() {
 		return f
 	}
 	return nil
-}
-
-// findOwn returns the path of a child of keyPath with protected id, or "" when there
-// is none. It syncs the server with the leader first, so that a create that reached
-// the ensemble before the connection broke is seen.
-func (l *Locker) findOwn(keyPath, id string) (string, error) {
-	if _, err := l.conn.Sync(keyPath); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return "", err
-	}
-	children, _, err := l.conn.Children(keyPath)
-	if errors.Is(err, zk.ErrNoNode) {
-		return "", nil
-	}
-	if err != nil {
-		return "", err
-	}
-	var best *contender
-	for _, name := range children {
-		if c, ok := parseContender(name); ok && c.id == id && (best == nil || c.seq < best.seq) {
-			best = &c
-		}
-	}
-	if best == nil {
-		return "", nil
-	}
-	return keyPath + "/" + best.name, nil
-}
-
-// ensureKeyNode creates Prefix's components (persistent) and keyPath (a container
-// node, which ZooKeeper deletes once it has had children and is empty again).
-func (l *Locker) ensureKeyNode(keyPath string) error {
-	create := func() error {
-		_, err := l.conn.CreateContainer(keyPath, nil, zk.FlagContainer, l.o.ACL)
-		if errors.Is(err, zk.ErrNodeExists) {
-			return nil
-		}
-		return err
-	}
-	if l.prefixReady.Load() {
-		err := create()
-		if !errors.Is(err, zk.ErrNoNode) {
-			return err
-		}
-		l.prefixReady.Store(false) // someone removed Prefix
-	}
-	parts := strings.Split(l.o.Prefix[1:], "/")
-	p := ""
-	for _, c := range parts {
-		p += "/" + c
-		_, err := l.conn.Create(p, nil, zk.FlagPersistent, l.o.ACL)
-		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			return fmt.Errorf("create %s: %w", p, err)
-		}
-	}
-	l.prefixReady.Store(true)
-	return create()
 }

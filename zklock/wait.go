@@ -1,9 +1,11 @@
 package zklock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -33,23 +35,33 @@ const claimWindow = time.Second
 // by this Locker claims it and deletes it once its own lock node exists.
 type pendingWait struct {
 	path  string
-	timer *time.Timer // deletes the node if nobody claims it within claimWindow
+	pre   *preLock    // the head waiter's lock node, which holds the lock; or nil
+	timer *time.Timer // deletes the nodes if nobody claims them within claimWindow
 }
 
-// addPending records the waiter node path of keyPath for a TryLock to claim. It
-// returns false after Close: the caller deletes the node.
-func (l *Locker) addPending(keyPath, path string) bool {
+// reap deletes w's nodes: its lock node first, which holds the key.
+func (l *Locker) reapPending(w *pendingWait) {
+	if w.pre != nil {
+		l.reapNode(w.pre.node, w.pre.owner)
+	}
+	l.reapNode(w.path, 0)
+}
+
+// addPending records the waiter node path of keyPath, and its lock node pre (or
+// nil), for a TryLock to claim. It returns false after Close: the caller deletes the
+// nodes.
+func (l *Locker) addPending(keyPath, path string, pre *preLock) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return false
 	}
-	w := &pendingWait{path: path}
+	w := &pendingWait{path: path, pre: pre}
 	w.timer = time.AfterFunc(claimWindow, func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if l.removePendingLocked(keyPath, w) {
-			l.spawnLocked(func() { l.reapNode(path, 0) })
+			l.spawnLocked(func() { l.reapPending(w) })
 		}
 	})
 	l.pending[keyPath] = append(l.pending[keyPath], w)
@@ -73,36 +85,41 @@ func (l *Locker) removePendingLocked(keyPath string, w *pendingWait) bool {
 	return false
 }
 
-// claimWait takes the oldest pending waiter node of keyPath, if any, for a TryLock
-// to delete once its own lock node exists; "" when there is none.
-func (l *Locker) claimWait(keyPath string) string {
+// claimWait takes the oldest pending Wait of keyPath, if any, for a TryLock: to take
+// over its lock node, if it has one, or to delete its waiter node once its own lock
+// node exists; nil when there is none.
+func (l *Locker) claimWait(keyPath string) *pendingWait {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ws := l.pending[keyPath]
 	if len(ws) == 0 {
-		return ""
+		return nil
 	}
 	w := ws[0]
 	w.timer.Stop()
 	l.removePendingLocked(keyPath, w)
-	return w.path
+	return w
 }
 
 // Wait returns nil when key may be free. When no lock node exists it returns at once.
 // Otherwise it joins the key's queue of waiters with an ephemeral-sequential waiter
-// node (_w_<id>-wait-<seq>, not a contender: it never blocks TryLock) and watches one
-// node only: the waiter node just before its own, or, at the head of the queue, the
-// holder's lock node. So a release wakes one waiter, not all of them (no herd), and
-// waiters are woken in the order they came. When ctx ends first it returns
-// errors.Join(distlock.ErrLocked, ctx.Err()) and its waiter node is deleted in the
+// node (_w_<id>-wait-lock-<seq>, not a contender) and watches the waiter node 3
+// places before its own; among the first 3 waiters (preWaiters), it makes a lock
+// node while it waits, a contender queued behind the holder as zk.Lock's waiters
+// are, and watches the few contenders before it: its lock node holds the lock once
+// they are gone; Wait then returns nil, and this Locker's next TryLock of key takes
+// that lease over without a request. So a release wakes one waiter, not all of them
+// (no herd), waiters are woken in the order they came, and a handoff costs no round
+// trip after the release's watch event. When ctx ends first it returns
+// errors.Join(distlock.ErrLocked, ctx.Err()) and its nodes are deleted in the
 // background.
 //
-// After Wait returns nil, the head waiter's node stays in the queue, so that the waiters
-// behind it keep waiting, until this Locker's next TryLock of key has created its lock
-// node (then that TryLock deletes it), or for at most a second. distlock.Lock calls
-// TryLock at once; a caller that does not delays the waiters behind it by that second.
-// A holder that ends without Unlock (its session expired) wakes the head as a release
-// does. Errors are *distlock.OpError.
+// After Wait returns nil, its nodes stay until this Locker's next TryLock of key
+// claims them (deleting the waiter node, so that the next waiter moves up), or for at
+// most a second. distlock.Lock calls TryLock at once; a caller that does not keeps
+// the key from everyone else for that second. A holder that ends without Unlock (its
+// session expired) wakes the next waiter as a release does. Errors are
+// *distlock.OpError.
 func (l *Locker) Wait(ctx context.Context, key string) error {
 	locked := func(err error) error {
 		return opError("Wait", key, errors.Join(distlock.ErrLocked, err))
@@ -143,14 +160,17 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 	var state atomic.Int32
 	res := make(chan error, 1)
 	if !l.spawn(func() {
-		path, err := l.queue(ctx.Done(), keyPath)
+		path, pre, err := l.queue(ctx.Done(), keyPath)
 		// A queue that ctx's end abandoned delivers nothing: the caller, which sees
 		// ctx end too, reports it as contention (errors.Join(ErrLocked, ctx.Err())).
 		if !errors.Is(err, errAbandoned) && state.CompareAndSwap(pending, delivered) {
-			if err == nil && path != "" && l.addPending(keyPath, path) {
-				path = ""
+			if err == nil && path != "" && l.addPending(keyPath, path, pre) {
+				path, pre = "", nil
 			}
 			res <- err
+		}
+		if pre != nil {
+			l.reapNode(pre.node, pre.owner)
 		}
 		if path != "" {
 			l.reapNode(path, 0)
@@ -175,76 +195,132 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 	}
 }
 
+// preWaiters is how many waiters at the head of a key's queue make a lock node
+// while they wait (see queue), so that each is ready, its lock node queued and its
+// watch set, when its turn comes, even when the holders before it hold the key
+// only briefly.
+const preWaiters = 3
+
 // errAbandoned ends a queue whose caller gave up.
 var errAbandoned = errors.New("zklock: wait abandoned")
 
 // queue joins keyPath's waiter queue and returns when the key may be free, with the
-// path of its waiter node ("" when it made none); on an error, path is a node to
-// delete (or "").
-func (l *Locker) queue(abandon <-chan struct{}, keyPath string) (path string, err error) {
+// path of its waiter node ("" when it made none) and, when the queue's head made a
+// lock node that now holds the lock, that node (see preLock); on an error, path and
+// pre are nodes to delete (or "" and nil).
+//
+// A waiter with preWaiters or more waiters before it watches the waiter node
+// preWaiters places before its own. Among the first preWaiters it makes a lock node, a
+// contender queued behind the holder, and watches the contenders before that
+// (awaitLower): when they are gone, the lock is ours, without another request. A
+// waiter whose lock node cannot be made (the key node grants no write, the
+// connection broke) watches the waiter node just before its own, or at the head the
+// holder's node, and the TryLock that follows does the rest.
+func (l *Locker) queue(abandon <-chan struct{}, keyPath string) (path string, pre *preLock, err error) {
 	id := distlock.NewToken()
 	path, err = l.conn.Create(waitNodePrefix(keyPath, id), nil, zk.FlagEphemeralSequential, l.o.ACL)
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
-		return "", nil // the key's node is gone: free
+		return "", nil, nil // the key's node is gone: free
 	case errors.Is(err, zk.ErrConnectionClosed):
 		// The create may have been applied: remove whatever it made.
 		l.reapWaiterID(keyPath, id)
-		return "", err
+		return "", nil, err
 	case err != nil:
-		return "", err
+		return "", nil, err
 	}
 	me, ok := parseWaiter(path[len(keyPath)+1:])
 	if !ok {
-		return path, fmt.Errorf("unexpected waiter node name %s", path[len(keyPath)+1:])
+		return path, nil, fmt.Errorf("unexpected waiter node name %s", path[len(keyPath)+1:])
+	}
+	noPre := false // the head makes no lock node (see above)
+	dropPre := func() {
+		l.reapNode(pre.node, pre.owner)
+		pre, noPre = nil, true
 	}
 	for {
 		children, _, err := l.conn.Children(keyPath)
 		if errors.Is(err, zk.ErrNoNode) {
-			return path, nil
+			return path, nil, nil // free; our lock node, if any, went with the key node
 		}
 		if err != nil {
-			return path, err
+			return path, pre, err
+		}
+		if pre != nil {
+			lower, ok := below(children, pre.node[len(keyPath)+1:])
+			if !ok { // our lock node is gone: the session ended
+				pre, noPre = nil, true
+				continue
+			}
+			switch r, err := l.awaitLower(abandon, keyPath, lower); {
+			case err != nil:
+				return path, pre, err
+			case r == lowerGone:
+				return path, pre, nil // ours is the lowest: the lock is ours
+			case r == lowerLost:
+				// The watches ended with the session or the connection: the key may
+				// be free, and our lock node may be gone.
+				dropPre()
+				return path, nil, nil
+			}
+			continue
 		}
 		holder, held := lowest(children)
 		if !held {
-			return path, nil // free
+			return path, nil, nil // free
 		}
-		target, head := holder.name, true
-		var pred contender
+		target := holder.name
+		var ahead []contender // the waiters before us
 		for _, name := range children {
-			if w, ok := parseWaiter(name); ok && w.seq < me.seq && (head || w.seq > pred.seq) {
-				pred, head = w, false
+			if w, ok := parseWaiter(name); ok && w.seq < me.seq {
+				ahead = append(ahead, w)
 			}
 		}
-		if !head {
-			target = pred.name
+		switch {
+		case len(ahead) < preWaiters && !noPre:
+			if pre, err = l.contend(keyPath); err != nil {
+				noPre = true
+			}
+			continue
+		case len(ahead) > 0:
+			// Watch the waiter preWaiters places before us (or the one just before,
+			// once the first waiters make no lock node): when it goes, we are among
+			// the first preWaiters. Each waiter node has one watcher at most.
+			slices.SortFunc(ahead, func(a, b contender) int { return cmp.Compare(a.seq, b.seq) })
+			k := 1
+			if !noPre {
+				k = preWaiters
+			}
+			target = ahead[len(ahead)-k].name
 		}
 		// GetW on a node that is already gone sets no watch; look again.
 		_, _, watch, err := l.conn.GetW(keyPath + "/" + target)
 		if errors.Is(err, zk.ErrNoNode) {
-			if head {
-				return path, nil // released meanwhile
-			}
 			continue
 		}
 		if err != nil {
-			return path, err
+			return path, pre, err
 		}
 		select {
 		case ev := <-watch:
-			if head || ev.Type == zk.EventNotWatching {
+			if ev.Type == zk.EventNotWatching || parseContenderOK(target) {
 				// The holder's node is gone, or the watch ended with the session or
 				// the connection: the key may be free.
-				return path, nil
+				return path, nil, nil
 			}
 			// The waiter before us left: move up.
 		case <-abandon:
-			return path, errAbandoned
+			return path, pre, errAbandoned
 		case <-l.done:
-			return path, distlock.ErrClosed
+			return path, pre, distlock.ErrClosed
 		}
 	}
+}
+
+// parseContenderOK reports whether name is a contender's.
+func parseContenderOK(name string) bool {
+	_, ok := parseContender(name)
+	return ok
 }
 
 // reapWaiterID deletes the waiter nodes of keyPath with id. It syncs the server

@@ -39,7 +39,8 @@ type Locker struct {
 	o    Options
 	data []byte // the lock nodes' data: Owner
 
-	prefixReady atomic.Bool // Prefix's components exist (as far as we know)
+	prefixReady atomic.Bool      // Prefix's components exist (as far as we know)
+	crowded     [256]atomic.Bool // hints by key path: see crowd
 
 	mu         sync.Mutex
 	closed     bool
@@ -139,7 +140,7 @@ func (l *Locker) Close() error {
 		for kp, ws := range l.pending {
 			for _, w := range ws {
 				w.timer.Stop()
-				l.cleanupLocked(func() { l.reapNode(w.path, 0) })
+				l.cleanupLocked(func() { l.reapPending(w) })
 			}
 			delete(l.pending, kp)
 		}

@@ -240,12 +240,14 @@ func TestExcludesZkLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A zklock waiter queues up first: zk.Lock must cope with its waiter node.
+	// A zklock waiter queues up first: zk.Lock must cope with its waiter node, and
+	// with the lock node that the head waiter queues behind the holder, which comes
+	// before zk.Lock's.
 	b := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
 	bwoke := make(chan error, 1)
 	bctx := ctxT(t)
 	go func() { bwoke <- b.l.Wait(bctx, key) }()
-	require.Eventually(t, func() bool { return len(children(t, a.conn, keyPath(key))) == 2 }, 5*time.Second, 10*time.Millisecond, "the zklock waiter queued")
+	require.Eventually(t, func() bool { return len(children(t, a.conn, keyPath(key))) == 3 }, 5*time.Second, 10*time.Millisecond, "the zklock waiter queued")
 	got := make(chan error, 1)
 	go func() { got <- zl.Lock() }()
 	select {
@@ -253,33 +255,24 @@ func TestExcludesZkLock(t *testing.T) {
 		t.Fatalf("zk.Lock returned (%v) while a zklock lease held the node", err)
 	case <-time.After(200 * time.Millisecond): // zk.Lock blocks; it has no context
 	}
-	if err := a.l.Unlock(ctxT(t), lease); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-bwoke; err != nil {
-		t.Fatal(err)
-	}
-	// zk.Lock's node came before b's new lock node: b loses, and its TryLock lets
-	// its waiter node go, on which zk.Lock waited.
-	if _, err := b.l.TryLock(ctxT(t), key, time.Minute); !errors.Is(err, distlock.ErrLocked) {
-		t.Fatalf("TryLock behind zk.Lock's node: %v; want ErrLocked", err)
-	}
-	if err := <-got; err != nil {
-		t.Fatalf("zk.Lock with a zklock waiter on the node: %v", err)
-	}
-	if _, err := b.l.TryLock(ctxT(t), key, time.Minute); !errors.Is(err, distlock.ErrLocked) {
-		t.Fatalf("TryLock while zk.Lock holds: %v; want ErrLocked", err)
-	}
-	if err := zl.Unlock(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.l.Unlock(ctxT(t), lease))
+	require.NoError(t, <-bwoke)
 	lb, err := b.l.TryLock(ctxT(t), key, time.Minute)
-	if err != nil {
-		t.Fatal(err)
+	require.NoError(t, err, "the head waiter's lock node came before zk.Lock's")
+	require.Greater(t, lb.Fence, lease.Fence)
+	select {
+	case err := <-got:
+		t.Fatalf("zk.Lock returned (%v) while the waiter's lease held the node", err)
+	case <-time.After(200 * time.Millisecond):
 	}
-	if err := b.l.Unlock(ctxT(t), lb); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, b.l.Unlock(ctxT(t), lb))
+	require.NoError(t, <-got, "zk.Lock with a zklock waiter on the node")
+	_, err = b.l.TryLock(ctxT(t), key, time.Minute)
+	require.ErrorIs(t, err, distlock.ErrLocked, "TryLock while zk.Lock holds")
+	require.NoError(t, zl.Unlock())
+	lb, err = b.l.TryLock(ctxT(t), key, time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, b.l.Unlock(ctxT(t), lb))
 }
 
 // TestLostOnSessionEnd: closing the holder's connection ends the session; Lost
@@ -496,6 +489,10 @@ func TestWaitCancelled(t *testing.T) {
 		require.ErrorIs(t, err, distlock.ErrLocked, "Wait %d", i)
 		require.ErrorIs(t, err, context.DeadlineExceeded, "Wait %d", i)
 	}
+	// The cancelled Waits' nodes (waiter nodes, and the lock nodes that the first
+	// waiters make) are gone: only the holder's is left.
+	require.Eventually(t, func() bool { return len(children(t, a.conn, keyPath(key))) == 1 }, 5*time.Second, 10*time.Millisecond,
+		"nodes left: %v", children(t, a.conn, keyPath(key)))
 	require.NoError(t, a.l.Unlock(ctxT(t), lease))
 }
 
@@ -580,4 +577,6 @@ func TestWaitQueue(t *testing.T) {
 	}
 	expectWoken(3, "waiter 2 let its turn pass too")
 	require.Eventually(t, waitersQueued(0), 5*time.Second, 10*time.Millisecond, "the lapsed waiter nodes removed")
+	require.Eventually(t, func() bool { return len(children(t, a.conn, kp)) == 0 }, 5*time.Second, 10*time.Millisecond,
+		"the lapsed waiters' lock nodes removed")
 }
