@@ -58,7 +58,12 @@ func (l *Locker) tryLockChecked(ctx context.Context, key string, ttl time.Durati
 	if err := ctx.Err(); err != nil {
 		return distlock.Lease{}, err
 	}
-	return l.tryLock(ctx, key, ttl, start, true)
+	l.queue.Attempt(key) // a woken waiter's attempt ends its handoff
+	lease, err := l.tryLock(ctx, key, ttl, start, true)
+	if err != nil && !errors.Is(err, distlock.ErrLocked) {
+		l.queue.AttemptFailed(key) // nobody may take the key: wake the next waiter
+	}
+	return lease, err
 }
 
 // tryLock is one attempt of TryLock, whose call began at start. When it finds a
@@ -138,7 +143,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 		return l.tryLock(ctx, key, ttl, start, false)
 	}
 	if len(locked) < l.quorum {
-		return fail(l.noQuorum(ctx, res, locked, held))
+		return fail(l.noQuorum(ctx, key, res, locked, held))
 	}
 
 	// Phase 2: raise the lagging counters. Only locked nodes count towards the
@@ -200,16 +205,19 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 }
 
 // noQuorum builds the error of an attempt that locked fewer than a quorum of nodes.
-func (l *Locker) noQuorum(ctx context.Context, res []reply[phase1], locked, held []int) error {
+func (l *Locker) noQuorum(ctx context.Context, key string, res []reply[phase1], locked, held []int) error {
 	answered := len(locked) + len(held)
 	if len(held) > 0 && answered >= l.quorum && ctx.Err() == nil {
 		// The answering nodes could have made a quorum: other owners took it.
 		owners := make(map[string]int)
+		digests := make(map[string]int)
 		var holdFor time.Duration
 		for _, i := range held {
 			owners[res[i].v.owner]++
+			digests[res[i].v.digest]++
 			holdFor = max(holdFor, res[i].v.holdFor)
 		}
+		l.learn(key, digests, len(l.nodes)-len(held)) // for the Waits (herd.go)
 		top, most := "", 0
 		for o, c := range owners {
 			if c > most || (c == most && o < top) {

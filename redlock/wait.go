@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/redisx"
 )
@@ -57,7 +59,8 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 		return errors.Join(distlock.ErrLocked, err)
 	}
 	n := l.names(key)
-	ls := redisx.NewListener(len(l.nodes))
+	ls := redisx.NewInboxListener(len(l.nodes))
+	in := ls.Inbox()
 	registered := 0
 	defer func() {
 		for _, node := range l.nodes[:registered] {
@@ -70,7 +73,14 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 		}
 		registered++
 	}
-	w := &waiter{Waiting: redisx.NewWaiting(ctx), l: l, ctx: ctx, n: n}
+	// Messages that arrive from now on are kept in the Inbox until taken; one that
+	// matters wakes the first waiter of the key's line (herd.go), maybe this one.
+	qw := l.queue.Join(key)
+	defer func() {
+		qw.Leave()
+		l.forget(key)
+	}()
+	w := &waiter{Waiting: redisx.NewWaiting(ctx), l: l, ctx: ctx, n: n, key: key}
 	defer w.Stop()
 
 	// Enough subscriptions, bounded by the node timeout and, once read, by the
@@ -112,6 +122,10 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 				if done, err := w.read(r); done {
 					return err
 				}
+			case <-in.Ready():
+				l.released(key, in.Take())
+			case <-qw.Woken():
+				return w.woke()
 			case <-ls.Woke():
 				return w.woke()
 			case <-w.Bound:
@@ -136,6 +150,10 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 				}
 				return err
 			}
+		case <-in.Ready():
+			l.released(key, in.Take())
+		case <-qw.Woken():
+			return w.woke()
 		case <-ls.Woke():
 			return w.woke()
 		case <-w.Bound:
@@ -152,6 +170,7 @@ type waiter struct {
 	l   *Locker
 	ctx context.Context
 	n   redisx.Names
+	key string
 }
 
 // A bound is what a read of every node's lock says: the key is free (a quorum of
@@ -163,7 +182,7 @@ type bound struct {
 
 // readBound reads every node's lock in the background.
 func (w *waiter) readBound() <-chan redisx.Result[bound] {
-	return redisx.Async(w.l.group, func() (bound, error) { return w.l.waitBound(w.ctx, w.n) })
+	return redisx.Async(w.l.group, func() (bound, error) { return w.l.waitBound(w.ctx, w.key, w.n) })
 }
 
 // read acts on a readBound result: done with a nil error when the key is free, done
@@ -193,18 +212,39 @@ func (w *waiter) woke() error {
 
 // waitBound reads every node's lock and returns when the free nodes could form a
 // quorum: free when they can now. Nodes that do not answer count as held for good;
-// an error means that fewer than a quorum answered.
-func (l *Locker) waitBound(ctx context.Context, n redisx.Names) (bound, error) {
-	res := fanout(ctx, l, nil, l.opts.NodeTimeout, func(ctx context.Context, i int) (time.Duration, error) {
-		return l.nodes[i].PTTL(ctx, n.Lock)
-	}, nil, func(res []reply[time.Duration]) bool {
+// an error means that fewer than a quorum answered. The holders it sees join the
+// Locker's view of key (herd.go).
+func (l *Locker) waitBound(ctx context.Context, key string, n redisx.Names) (bound, error) {
+	type view struct {
+		digest string
+		pttl   time.Duration // -2ns (go-redis' PTTL of no key): free
+	}
+	res := fanout(ctx, l, nil, l.opts.NodeTimeout, func(ctx context.Context, i int) (view, error) {
+		v, err := l.nodes[i].Run(ctx, waitScript, []string{n.Lock}).Slice()
+		if errors.Is(err, redis.Nil) {
+			return view{pttl: -2}, nil
+		}
+		if err != nil {
+			return view{}, err
+		}
+		if len(v) != 2 {
+			return view{}, fmt.Errorf("unexpected reply %#v from the wait script", v)
+		}
+		d, _ := v[0].(string)
+		ms, _ := v[1].(int64)
+		pttl := time.Duration(ms) * time.Millisecond
+		if ms < 0 {
+			pttl = -1 // no time to live (-2 cannot be: the script read the key)
+		}
+		return view{digest: d, pttl: pttl}, nil
+	}, nil, func(res []reply[view]) bool {
 		free, failed := 0, 0
 		for _, r := range res {
 			switch {
 			case r.err != nil:
 				failed++
 			case !r.answered:
-			case r.v == -2:
+			case r.v.pttl == -2:
 				free++
 			}
 		}
@@ -212,16 +252,18 @@ func (l *Locker) waitBound(ctx context.Context, n redisx.Names) (bound, error) {
 	}, false)
 	free, answered := 0, 0
 	var held []time.Time
+	holders := make(map[string]int)
 	for _, r := range res {
 		if r.err != nil {
 			continue
 		}
 		answered++
-		until, isFree := redisx.Bound(r.v)
+		until, isFree := redisx.Bound(r.v.pttl)
 		if isFree {
 			free++
 		} else {
 			held = append(held, until)
+			holders[r.v.digest]++
 		}
 	}
 	if answered < l.quorum {
@@ -230,6 +272,7 @@ func (l *Locker) waitBound(ctx context.Context, n redisx.Names) (bound, error) {
 	if free >= l.quorum {
 		return bound{free: true}, nil
 	}
+	l.learn(key, holders, len(l.nodes)-len(held))
 	// The quorum-free-th earliest expiry frees the last node a quorum needs.
 	slices.SortFunc(held, time.Time.Compare)
 	return bound{until: held[l.quorum-free-1]}, nil
