@@ -201,6 +201,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 			now.Sub(start), ttl, l.Drift(ttl)))
 	}
 	att.decide(l, token, res, true, fence)
+	l.acquired(key, token)
 	return distlock.Lease{Key: key, Token: token, Fence: uint64(fence), Expires: expires}, nil
 }
 

@@ -1,6 +1,11 @@
 package redlock
 
-import "sync"
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"slices"
+	"sync"
+)
 
 // The waits of one Locker on a key form one line (internal/waitq): a release wakes
 // the first waiter only, and the next one when the woken caller does not start its
@@ -28,9 +33,12 @@ const (
 // A keyView is what a Locker knows of the holders of one key.
 type keyView struct {
 	relevant map[string]struct{}
-	all      bool   // every release matters: too many digests
-	unknown  bool   // every release matters: nothing learnt yet
-	last     string // the digest last announced to the line, to announce each release once
+	all      bool // every release matters: too many digests
+	unknown  bool // every release matters: nothing learnt yet
+	// The digests last announced to the line (a ring), to announce each release
+	// once, not once per node.
+	announced [8]string
+	next      int
 }
 
 // views are a Locker's keyViews, by key.
@@ -84,7 +92,7 @@ func (l *Locker) released(key string, msgs []string) {
 	kv := l.views.get(key, false)
 	for _, d := range msgs {
 		if d != "" && kv != nil {
-			if kv.last == d {
+			if slices.Contains(kv.announced[:], d) {
 				continue // announced already (the same release on another node)
 			}
 			if _, ok := kv.relevant[d]; !ok && !kv.all && !kv.unknown {
@@ -95,7 +103,10 @@ func (l *Locker) released(key string, msgs []string) {
 			kv = l.views.get(key, true)
 			kv.unknown = true // until learnt, every release matters
 		}
-		kv.last = d
+		if d != "" {
+			kv.announced[kv.next] = d
+			kv.next = (kv.next + 1) % len(kv.announced)
+		}
 		wake = true
 	}
 	l.views.mu.Unlock()
@@ -112,4 +123,14 @@ func (l *Locker) forget(key string) {
 	l.views.mu.Lock()
 	delete(l.views.m, key)
 	l.views.mu.Unlock()
+}
+
+// acquired records that l took key with token: its release matters to l's Waits on
+// key, whichever holders they saw (they need not have seen this one).
+func (l *Locker) acquired(key, token string) {
+	if l.queue.Len(key) == 0 {
+		return // nobody waits: spare the hash
+	}
+	sum := sha1.Sum([]byte(token))
+	l.learn(key, map[string]int{hex.EncodeToString(sum[:]): len(l.nodes)}, 0)
 }
