@@ -81,13 +81,19 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 	// released if it failed, or if the lease was unlocked meanwhile; those that
 	// answer before the outcome is known wait for it in att.
 	att := &attempt{}
-	settle := func(i int) {
+	settle := func(e lateReply) {
+		if e.err == nil && !e.v.locked {
+			return // another owner's lock: nothing of ours
+		}
+		if att.succeeded && !att.unlocked.Load() && e.err == nil && e.v.fence == att.fence {
+			return // in step: the lock already records the lease's fence
+		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.CleanupTimeout)
 		defer cancel()
 		if att.succeeded && !att.unlocked.Load() {
-			_, _ = l.raiseOn(cctx, i, n, token, att.fence)
+			_, _ = l.raiseOn(cctx, e.i, n, token, att.fence)
 		} else {
-			_, _ = l.releaseOn(cctx, i, n, token)
+			_, _ = l.releaseOn(cctx, e.i, n, token)
 		}
 	}
 	// The script's keys and arguments, built once for all the nodes.
@@ -95,23 +101,27 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 		keys: []string{n.Lock, n.Fence, l.state.marker, l.state.quarantine},
 		args: []any{token, ms, l.opts.Owner, l.quarantineMS},
 	}
+	// Phase 1 returns as soon as the answers decide it (no lingering for the slower
+	// nodes): those answer late, and join the lease or are released.
 	res := fanout(ctx, l, nil, nt,
 		func(ctx context.Context, i int) (phase1, error) { return l.acquireOn(ctx, i, call) },
 		func(i int, r phase1, err error) {
-			if att.lateAnswer(i) {
-				if err != nil || r.locked { // else another owner's lock: nothing of ours
-					settle(i)
-				}
+			e := lateReply{i, r, err}
+			if att.lateAnswer(e) {
+				settle(e)
 				att.settled(l, token)
 			}
 		},
-		l.decidedAcquire, true)
+		l.decidedAcquire, false)
 	defer func() {
-		// Settle the late answers that came before the outcome was known (the
-		// unanswered ones whose calls failed are released either way).
-		for _, i := range att.early {
+		// Settle the late answers that came before the outcome was known.
+		for _, e := range att.early {
+			if e.err == nil && !e.v.locked {
+				att.settled(l, token)
+				continue
+			}
 			l.group.Go(func() {
-				settle(i)
+				settle(e)
 				att.settled(l, token)
 			})
 		}
@@ -247,10 +257,13 @@ func (l *Locker) noQuorum(ctx context.Context, key string, res []reply[phase1], 
 // to call it contention (ErrLocked), or so many nodes failed that it cannot be
 // contention (another error).
 func (l *Locker) decidedAcquire(res []reply[phase1]) bool {
-	locked, held, failed, waiting := 0, 0, 0, 0
+	locked, held, failed, waiting, out := 0, 0, 0, 0, 0
 	for _, r := range res {
 		switch {
-		case r.err != nil, r.answered && r.v.out != nil:
+		case r.answered && r.err == nil && r.v.out != nil:
+			failed++
+			out++
+		case r.err != nil:
 			failed++
 		case !r.answered && r.suspect: // neither failed nor waited for
 		case !r.answered:
@@ -260,6 +273,11 @@ func (l *Locker) decidedAcquire(res []reply[phase1]) bool {
 		default:
 			held++
 		}
+	}
+	if out > 0 && waiting > 0 {
+		// A node that does not count yet: hear every other node, to bring a
+		// fresh deployment in at once (nodestate.go), or to know each node's state.
+		return false
 	}
 	q := l.quorum
 	return locked >= q || failed > len(l.nodes)-q || (locked+waiting < q && held > 0 && locked+held >= q)

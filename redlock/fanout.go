@@ -36,8 +36,8 @@ const (
 // f(ctx, i), and waits until every one has answered, the per-node timeout has passed
 // since the fan-out began, or ctx is done, whichever comes first. When enough is not
 // nil and reports, after some answer, that the answers so far decide the outcome,
-// fanout returns at once, or, when linger is set (TryLock's phase 1, where every
-// extra lock makes the lease sturdier, and Renew and Unlock, which should reach every
+// fanout returns at once (TryLock's phase 1: its late answers join the lease or are
+// released), or, when linger is set (Renew and Unlock, which should reach every
 // node before the caller goes on), waits for the others only as long again as
 // the fan-out has taken so far (at least decidedGrace): a node that is down or slow
 // then costs an operation no more than twice the healthy nodes' round trip, while
