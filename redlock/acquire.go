@@ -101,8 +101,10 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 		keys: []string{n.Lock, n.Fence, l.state.marker, l.state.quarantine},
 		args: []any{token, ms, l.opts.Owner, l.quarantineMS},
 	}
-	// Phase 1 returns as soon as the answers decide it (no lingering for the slower
-	// nodes): those answer late, and join the lease or are released.
+	// Phase 1 lingers for the slower nodes once decided (see fanout): a lease that
+	// holds more than a bare quorum survives a node's loss, and Unlock right after
+	// TryLock finds every lock made. Answers later still join the lease or are
+	// released.
 	res := fanout(ctx, l, nil, nt,
 		func(ctx context.Context, i int) (phase1, error) { return l.acquireOn(ctx, i, call) },
 		func(i int, r phase1, err error) {
@@ -112,7 +114,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 				att.settled(l, token)
 			}
 		},
-		l.decidedAcquire, false)
+		l.decidedAcquire, true)
 	defer func() {
 		// Settle the late answers that came before the outcome was known.
 		for _, e := range att.early {
