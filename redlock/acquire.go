@@ -105,6 +105,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 	// holds more than a bare quorum survives a node's loss, and Unlock right after
 	// TryLock finds every lock made. Answers later still join the lease or are
 	// released.
+	seen := l.peek(n.Channel) // for a Wait that follows (sighting.go)
 	res := fanout(ctx, l, nil, nt,
 		func(ctx context.Context, i int) (phase1, error) { return l.acquireOn(ctx, i, call) },
 		func(i int, r phase1, err error) {
@@ -155,7 +156,11 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 		return l.tryLock(ctx, key, ttl, start, false)
 	}
 	if len(locked) < l.quorum {
-		return fail(l.noQuorum(ctx, key, res, locked, held))
+		err := l.noQuorum(ctx, key, res, locked, held)
+		if errors.Is(err, distlock.ErrLocked) {
+			l.saw(n.Channel, seen, res, held)
+		}
+		return fail(err)
 	}
 
 	// Phase 2: raise the lagging counters. Only locked nodes count towards the

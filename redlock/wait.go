@@ -108,6 +108,13 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 		}
 	}
 	var read <-chan redisx.Result[bound]
+	if until, ok := l.sighted(n.Channel); ok {
+		// This Locker's last TryLock found the key held on enough nodes while
+		// their channels were subscribed, and no message came since: a release
+		// from now on is not missed, and the read is not needed.
+		w.HeldUntil(until)
+		goto wait
+	}
 	if nok < need && nsettled < len(l.nodes) {
 		read = w.readBound()
 		t := time.NewTimer(l.opts.NodeTimeout)
@@ -140,6 +147,7 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 
 	// Read the locks (again): a release from now on is not missed.
 	read = w.readBound()
+wait:
 	for {
 		select {
 		case r := <-read:
