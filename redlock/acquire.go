@@ -93,7 +93,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 		if att.succeeded && !att.unlocked.Load() {
 			_, _ = l.raiseOn(cctx, e.i, n, token, att.fence)
 		} else {
-			_, _ = l.releaseOn(cctx, e.i, n, token)
+			_, _ = l.releaseOn(cctx, e.i, newReleaseCall(n, token))
 		}
 	}
 	// The script's keys and arguments, built once for all the nodes.

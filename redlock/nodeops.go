@@ -65,9 +65,21 @@ func (l *Locker) raiseOn(ctx context.Context, i int, n redisx.Names, token strin
 	return v == 1, err
 }
 
-// releaseOn releases token's lock on node i; token is one of ours (redisx.Ours).
-func (l *Locker) releaseOn(ctx context.Context, i int, n redisx.Names, token string) (bool, error) {
-	v, err := l.nodes[i].Run(ctx, releaseScript, []string{n.Lock}, token, n.Channel).Int64()
+// A releaseCall is the keys and arguments of releaseScript for one token, the same
+// on every node: built once per release, not once per node.
+type releaseCall struct {
+	keys []string
+	args []any
+}
+
+func newReleaseCall(n redisx.Names, token string) releaseCall {
+	return releaseCall{keys: []string{n.Lock}, args: []any{token, n.Channel}}
+}
+
+// releaseOn releases c's token's lock on node i; the token is one of ours
+// (redisx.Ours).
+func (l *Locker) releaseOn(ctx context.Context, i int, c releaseCall) (bool, error) {
+	v, err := l.nodes[i].Run(ctx, releaseScript, c.keys, c.args...).Int64()
 	return v == 1, err
 }
 
@@ -81,12 +93,13 @@ func (l *Locker) release(ctx context.Context, idx []int, n redisx.Names, token s
 		return
 	}
 	done := make(chan struct{})
+	c := newReleaseCall(n, token)
 	l.group.Go(func() {
 		defer close(done)
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.CleanupTimeout)
 		defer cancel()
 		fanout(cctx, l, idx, l.opts.CleanupTimeout, func(ctx context.Context, i int) (bool, error) {
-			return l.releaseOn(ctx, i, n, token)
+			return l.releaseOn(ctx, i, c)
 		}, nil, nil, false)
 	})
 	if ctx.Err() != nil || wait <= 0 {
