@@ -14,11 +14,15 @@ import (
 )
 
 // Wait returns nil when key may be free: at once if fewer than a quorum of nodes hold
-// a lock on it, else when a release is published on any node (Unlock, and the
-// clean-up of a failed attempt, publish on the key's channel on every node they
-// release) or when enough of the holders' locks have expired, by the nodes' remaining
-// times to live, that the free nodes could form a quorum. A nil return is a hint,
-// not a lease: call TryLock.
+// a lock on it, else when it is this Wait's turn after a release of a holder that
+// the Locker saw (Unlock, and the clean-up of a failed attempt, publish the SHA-1 of
+// the released token on the key's channel on every node they release), or when
+// enough of the holders' locks have expired, by the nodes' remaining times to live,
+// that the free nodes could form a quorum. The Waits of one Locker on a key wake one
+// at a time: a release wakes the first, and the next one wakes when the woken caller
+// does not start a TryLock of the key within the handoff time, or that attempt fails
+// for another reason than contention (see the package documentation). A nil return
+// is a hint, not a lease: call TryLock.
 //
 // It subscribes to the key's channel on every node first, and reads the locks once
 // N-quorum+1 subscriptions are confirmed: any quorum that holds the key shares a
@@ -27,7 +31,9 @@ import (
 // a read of the locks sent at once bounds the wait by the holders' times to live. A
 // node that does not answer the read counts as held for good; when fewer than a
 // quorum of nodes answer, Wait returns an error that does not wrap ErrLocked
-// (distlock.Lock then backs off).
+// (distlock.Lock then backs off). The read is skipped when the Locker's last
+// TryLock of the key found it held on N-quorum+1 nodes whose channels were
+// subscribed, with no message since.
 //
 // When ctx ends while the key is held, or is done when Wait is called, it returns
 // errors.Join(distlock.ErrLocked, ctx.Err()); when ctx ends before Wait saw the key
