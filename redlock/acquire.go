@@ -58,7 +58,12 @@ func (l *Locker) tryLockChecked(ctx context.Context, key string, ttl time.Durati
 	if err := ctx.Err(); err != nil {
 		return distlock.Lease{}, err
 	}
-	return l.tryLock(ctx, key, ttl, start, true)
+	l.queue.Attempt(key) // a woken waiter's attempt ends its handoff
+	lease, err := l.tryLock(ctx, key, ttl, start, true)
+	if err != nil && !errors.Is(err, distlock.ErrLocked) {
+		l.queue.AttemptFailed(key) // nobody may take the key: wake the next waiter
+	}
+	return lease, err
 }
 
 // tryLock is one attempt of TryLock, whose call began at start. When it finds a
@@ -76,13 +81,19 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 	// released if it failed, or if the lease was unlocked meanwhile; those that
 	// answer before the outcome is known wait for it in att.
 	att := &attempt{}
-	settle := func(i int) {
+	settle := func(e lateReply) {
+		if e.err == nil && !e.v.locked {
+			return // another owner's lock: nothing of ours
+		}
+		if att.succeeded && !att.unlocked.Load() && e.err == nil && e.v.fence == att.fence {
+			return // in step: the lock already records the lease's fence
+		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.CleanupTimeout)
 		defer cancel()
 		if att.succeeded && !att.unlocked.Load() {
-			_, _ = l.raiseOn(cctx, i, n, token, att.fence)
+			_, _ = l.raiseOn(cctx, e.i, n, token, att.fence)
 		} else {
-			_, _ = l.releaseOn(cctx, i, n, token)
+			_, _ = l.releaseOn(cctx, e.i, newReleaseCall(n, token))
 		}
 	}
 	// The script's keys and arguments, built once for all the nodes.
@@ -90,23 +101,30 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 		keys: []string{n.Lock, n.Fence, l.state.marker, l.state.quarantine},
 		args: []any{token, ms, l.opts.Owner, l.quarantineMS},
 	}
+	// Phase 1 lingers for the slower nodes once decided (see fanout): a lease that
+	// holds more than a bare quorum survives a node's loss, and Unlock right after
+	// TryLock finds every lock made. Answers later still join the lease or are
+	// released.
+	seen := l.peek(n.Channel) // for a Wait that follows (sighting.go)
 	res := fanout(ctx, l, nil, nt,
 		func(ctx context.Context, i int) (phase1, error) { return l.acquireOn(ctx, i, call) },
 		func(i int, r phase1, err error) {
-			if att.lateAnswer(i) {
-				if err != nil || r.locked { // else another owner's lock: nothing of ours
-					settle(i)
-				}
+			e := lateReply{i, r, err}
+			if att.lateAnswer(e) {
+				settle(e)
 				att.settled(l, token)
 			}
 		},
 		l.decidedAcquire, true)
 	defer func() {
-		// Settle the late answers that came before the outcome was known (the
-		// unanswered ones whose calls failed are released either way).
-		for _, i := range att.early {
+		// Settle the late answers that came before the outcome was known.
+		for _, e := range att.early {
+			if e.err == nil && !e.v.locked {
+				att.settled(l, token)
+				continue
+			}
 			l.group.Go(func() {
-				settle(i)
+				settle(e)
 				att.settled(l, token)
 			})
 		}
@@ -138,7 +156,11 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 		return l.tryLock(ctx, key, ttl, start, false)
 	}
 	if len(locked) < l.quorum {
-		return fail(l.noQuorum(ctx, res, locked, held))
+		err := l.noQuorum(ctx, key, res, locked, held)
+		if errors.Is(err, distlock.ErrLocked) {
+			l.saw(n.Channel, seen, res, held)
+		}
+		return fail(err)
 	}
 
 	// Phase 2: raise the lagging counters. Only locked nodes count towards the
@@ -196,20 +218,24 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 			now.Sub(start), ttl, l.Drift(ttl)))
 	}
 	att.decide(l, token, res, true, fence)
+	l.acquired(key, token)
 	return distlock.Lease{Key: key, Token: token, Fence: uint64(fence), Expires: expires}, nil
 }
 
 // noQuorum builds the error of an attempt that locked fewer than a quorum of nodes.
-func (l *Locker) noQuorum(ctx context.Context, res []reply[phase1], locked, held []int) error {
+func (l *Locker) noQuorum(ctx context.Context, key string, res []reply[phase1], locked, held []int) error {
 	answered := len(locked) + len(held)
 	if len(held) > 0 && answered >= l.quorum && ctx.Err() == nil {
 		// The answering nodes could have made a quorum: other owners took it.
 		owners := make(map[string]int)
+		digests := make(map[string]int)
 		var holdFor time.Duration
 		for _, i := range held {
 			owners[res[i].v.owner]++
+			digests[res[i].v.digest]++
 			holdFor = max(holdFor, res[i].v.holdFor)
 		}
+		l.learn(key, digests, len(l.nodes)-len(held)) // for the Waits (herd.go)
 		top, most := "", 0
 		for o, c := range owners {
 			if c > most || (c == most && o < top) {
@@ -238,10 +264,13 @@ func (l *Locker) noQuorum(ctx context.Context, res []reply[phase1], locked, held
 // to call it contention (ErrLocked), or so many nodes failed that it cannot be
 // contention (another error).
 func (l *Locker) decidedAcquire(res []reply[phase1]) bool {
-	locked, held, failed, waiting := 0, 0, 0, 0
+	locked, held, failed, waiting, out := 0, 0, 0, 0, 0
 	for _, r := range res {
 		switch {
-		case r.err != nil, r.answered && r.v.out != nil:
+		case r.answered && r.err == nil && r.v.out != nil:
+			failed++
+			out++
+		case r.err != nil:
 			failed++
 		case !r.answered && r.suspect: // neither failed nor waited for
 		case !r.answered:
@@ -251,6 +280,11 @@ func (l *Locker) decidedAcquire(res []reply[phase1]) bool {
 		default:
 			held++
 		}
+	}
+	if out > 0 && waiting > 0 {
+		// A node that does not count yet: hear every other node, to bring a
+		// fresh deployment in at once (nodestate.go), or to know each node's state.
+		return false
 	}
 	q := l.quorum
 	return locked >= q || failed > len(l.nodes)-q || (locked+waiting < q && held > 0 && locked+held >= q)

@@ -15,18 +15,25 @@ type attempt struct {
 	done        bool
 	succeeded   bool
 	fence       int64
-	early       []int // late answers that came before the outcome was known
-	outstanding int   // late answers not yet settled (known once done)
+	early       []lateReply // late answers that came before the outcome was known
+	outstanding int         // late answers not yet settled (known once done)
 	unlocked    atomic.Bool
 }
 
-// lateAnswer reports whether node i's late answer is to be settled now (the outcome
+// A lateReply is a node's answer to phase 1 that came after TryLock stopped waiting.
+type lateReply struct {
+	i   int
+	v   phase1
+	err error
+}
+
+// lateAnswer reports whether node e.i's late answer is to be settled now (the outcome
 // is known); otherwise it records it in a.early, which TryLock settles.
-func (a *attempt) lateAnswer(i int) bool {
+func (a *attempt) lateAnswer(e lateReply) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !a.done {
-		a.early = append(a.early, i)
+		a.early = append(a.early, e)
 	}
 	return a.done
 }

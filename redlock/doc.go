@@ -39,7 +39,8 @@
 //     (context.WithoutCancel plus a timeout), never the caller's dead one.
 //  4. Renew extends the token's locks (an owner-checked PEXPIRE that never shortens
 //     a lock) on every master and needs a quorum; Unlock deletes them (owner-checked) on every master and
-//     publishes the release; Wait subscribes to that release on every master.
+//     publishes the release (the SHA-1 of the token); Wait subscribes to that
+//     release on every master.
 //
 // TryLock returns distlock.ErrLocked only when other owners' locks on the masters
 // that answered kept the attempt from a quorum those masters could have given; when
@@ -240,13 +241,34 @@
 //
 // # Wait
 //
-// Wait subscribes to the key's release channel on every master and reads the locks
-// once enough subscriptions are confirmed that any quorum's release reaches it;
-// until then, a read of the locks sent at once bounds it by the holders' times to
-// live. The Waits of one Locker share one pub/sub connection per master, opened by
-// the first Wait and closed a few seconds after the last one (or by Close, or with
-// the clients), so a waiter that loops on TryLock and Wait does not dial each time.
-// A connection that has been silent for 5s is pinged, and replaced when the PING is
+// Unlock, and the clean-up of a failed attempt, publish on the key's channel on every
+// master they release, with the SHA-1 of the released token as the message (not the
+// token, which Unlock and Renew check). Wait subscribes to that channel on every
+// master and reads the locks (the holder's digest and time to live on each) once
+// enough subscriptions are confirmed that any quorum's release reaches it; until
+// then, a read sent at once bounds it by the holders' times to live. A Wait that
+// follows a TryLock of its Locker that found the key held on N-quorum+1 masters
+// whose channels were already subscribed, with no message since, skips the read:
+// that TryLock was it.
+//
+// The Waits of one Locker on a key form one line (internal/waitq). A release wakes
+// the first of them only, on the first master's message: the next one wakes when
+// the woken caller does not start its TryLock within the handoff time (20ms), or
+// when that attempt fails for another reason than contention; an attempt that finds
+// the key held ends the handoff. A release matters when its digest belongs to a
+// holder that the Locker saw (a TryLock of the Locker, a Wait's read, or the
+// Locker's own acquisition) and whose release could free a quorum, so the clean-up
+// of another waiter's failed attempt on a master or two wakes nobody; an empty
+// message (an older version) always matters, and each release is announced once, not
+// once per master. A herd of waiters therefore costs each Locker with waiters about
+// one attempt per release, not one per waiter (TestNoHerd). Messages that arrive
+// between a Wait's subscription and its read are kept, not lost (redisx's Inbox). A
+// Wait whose holders' times to live end returns by itself.
+//
+// The Waits of one Locker share one pub/sub connection per master, opened by the
+// first Wait and closed a few seconds after the last one (or by Close, or with the
+// clients), so a waiter that loops on TryLock and Wait does not dial each time. A
+// connection that has been silent for 5s is pinged, and replaced when the PING is
 // not answered within 5s more (a NAT or load balancer may drop an idle connection
 // without a word); a connection that breaks or is replaced wakes the Waits in
 // progress, since a release may have been missed.

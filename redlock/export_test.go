@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock/internal/redisx"
@@ -45,3 +46,19 @@ func WithHub(opts *Options, ping, idle, topicIdle time.Duration) *Options {
 	opts.hub = redisx.HubConfig{Ping: ping, Idle: idle, TopicIdle: topicIdle}
 	return opts
 }
+
+// CountAcquires counts l's phase-1 scripts sent to node 0 (one per attempt) from
+// now on, and returns the count so far.
+func (l *Locker) CountAcquires() (count func() int64) {
+	var n atomic.Int64
+	hook := func(node int) {
+		if node == 0 {
+			n.Add(1)
+		}
+	}
+	l.hookAcquire.Store(&hook)
+	return n.Load
+}
+
+// Waiting returns how many Waits of l wait on key's line.
+func (l *Locker) Waiting(key string) int { return l.queue.Len(key) }

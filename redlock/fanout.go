@@ -53,8 +53,8 @@ const (
 // errNoReply (and ctx's error, when ctx ended).
 //
 // go-redis does not interrupt a command that waits for its reply (unless the client
-// enables ContextTimeoutEnabled), so each call runs on its own goroutine (one that
-// Close waits for) and an unanswered call is abandoned, not stopped: it ends within
+// enables ContextTimeoutEnabled), so each call runs on its own goroutine, a worker of
+// l.group that keeps its grown stack between calls (one that Close waits for) and an unanswered call is abandoned, not stopped: it ends within
 // the client's own timeouts. When it does, its result goes to late (when not nil), on
 // that goroutine; late must be bounded too. Call fanout during a call of l (or from a
 // goroutine of l.group).
@@ -89,9 +89,7 @@ func fanout[T any](ctx context.Context, l *Locker, idx []int, timeout time.Durat
 	for _, i := range idx {
 		res[i].ran = true
 		res[i].suspect = l.suspect[i].Load()
-		l.group.Started()
-		go func() {
-			defer l.group.Finished()
+		l.group.Run(func() {
 			v, err := f(cctx, i)
 			finished()
 			if ctx.Err() == nil {
@@ -104,7 +102,7 @@ func fanout[T any](ctx context.Context, l *Locker, idx []int, timeout time.Durat
 			if late != nil {
 				late(i, v, err)
 			}
-		}()
+		})
 	}
 	begin := time.Now()
 	timer := time.NewTimer(time.Until(deadline))

@@ -13,6 +13,7 @@ type phase1 struct {
 	locked  bool
 	fence   int64         // the node's fence counter (after the increment when locked)
 	owner   string        // the holder's label when not locked
+	digest  string        // the SHA-1 (hex) of the holder's token when not locked
 	holdFor time.Duration // the holder's remaining time to live when not locked
 	era     int64         // the node's era (see nodestate.go)
 	out     *nodeState    // non-nil when the node does not count: it lost its data
@@ -44,9 +45,10 @@ func (l *Locker) acquireOn(ctx context.Context, i int, c acquireCall) (phase1, e
 				return phase1{locked: true, fence: num(1), era: num(2)}, nil
 			}
 		case 0:
-			if len(a) == 5 {
+			if len(a) == 6 {
 				owner, _ := a[2].(string)
-				return phase1{fence: num(1), owner: owner, holdFor: time.Duration(num(3)) * time.Millisecond, era: num(4)}, nil
+				digest, _ := a[5].(string)
+				return phase1{fence: num(1), owner: owner, digest: digest, holdFor: time.Duration(num(3)) * time.Millisecond, era: num(4)}, nil
 			}
 		case 2:
 			if len(a) == 3 {
@@ -63,9 +65,22 @@ func (l *Locker) raiseOn(ctx context.Context, i int, n redisx.Names, token strin
 	return v == 1, err
 }
 
-// releaseOn releases token's lock on node i; token is one of ours (redisx.Ours).
-func (l *Locker) releaseOn(ctx context.Context, i int, n redisx.Names, token string) (bool, error) {
-	return l.nodes[i].Release(ctx, n, token)
+// A releaseCall is the keys and arguments of releaseScript for one token, the same
+// on every node: built once per release, not once per node.
+type releaseCall struct {
+	keys []string
+	args []any
+}
+
+func newReleaseCall(n redisx.Names, token string) releaseCall {
+	return releaseCall{keys: []string{n.Lock}, args: []any{token, n.Channel}}
+}
+
+// releaseOn releases c's token's lock on node i; the token is one of ours
+// (redisx.Ours).
+func (l *Locker) releaseOn(ctx context.Context, i int, c releaseCall) (bool, error) {
+	v, err := l.nodes[i].Run(ctx, releaseScript, c.keys, c.args...).Int64()
+	return v == 1, err
 }
 
 // release removes token's lock (token is one of ours) from the nodes in idx with a
@@ -78,12 +93,13 @@ func (l *Locker) release(ctx context.Context, idx []int, n redisx.Names, token s
 		return
 	}
 	done := make(chan struct{})
+	c := newReleaseCall(n, token)
 	l.group.Go(func() {
 		defer close(done)
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.CleanupTimeout)
 		defer cancel()
 		fanout(cctx, l, idx, l.opts.CleanupTimeout, func(ctx context.Context, i int) (bool, error) {
-			return l.releaseOn(ctx, i, n, token)
+			return l.releaseOn(ctx, i, c)
 		}, nil, nil, false)
 	})
 	if ctx.Err() != nil || wait <= 0 {

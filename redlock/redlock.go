@@ -11,6 +11,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/redisx"
+	"github.com/distlock/distlock/internal/waitq"
 )
 
 // backend is the Backend of the Locker's errors.
@@ -34,6 +35,8 @@ type Locker struct {
 	// of an attempt: see nodestate.go), plus its drift allowance.
 	quarantineMS int64
 	group        *redisx.Group // calls and their goroutines, for Close
+	queue        *waitq.Queue  // the Waits' lines, by key (herd.go)
+	views        views         // what the Locker knows of each waited key's holders
 	// hookAcquire, when set (by tests, export_test.go), runs before phase 1's script
 	// is sent to a node, with the node's index.
 	hookAcquire atomic.Pointer[func(i int)]
@@ -71,7 +74,7 @@ func New(clients []redis.UniversalClient, opts *Options) (*Locker, error) {
 	if len(clients) == 0 {
 		return nil, opError("New", "", fmt.Errorf("%w: no Redis clients (RedLock needs N >= 1 independent masters, best 5)", distlock.ErrInvalid))
 	}
-	l := &Locker{opts: o, quorum: len(clients)/2 + 1, group: redisx.NewGroup()}
+	l := &Locker{opts: o, quorum: len(clients)/2 + 1, group: redisx.NewGroup(), queue: waitq.New(0)}
 	l.state = stateKeys(o.Prefix)
 	l.quarantineMS = redisx.Millis(o.MaxTTL + o.MaxTTL/10 + l.Drift(o.MaxTTL))
 	addrs := make(map[string]int)
@@ -126,6 +129,7 @@ func checkClient(clients []redis.UniversalClient, i int, addrs map[string]int) e
 // distlock.ErrClosed. Close is idempotent; it returns nil.
 func (l *Locker) Close() error {
 	if l.group.Close() {
+		l.queue.Close()
 		for _, n := range l.nodes {
 			n.Hub.Close()
 		}

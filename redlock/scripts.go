@@ -29,7 +29,10 @@ import "github.com/redis/go-redis/v9"
 //	{1, fence, era}                  the lock is (now) held by ARGV[1]; fence is the
 //	                                 counter after the increment (just the fence,
 //	                                 an integer, when era is 0: the usual case)
-//	{0, counter, owner, pttl, era}   another token holds the lock
+//	{0, counter, owner, pttl, era, digest}
+//	                                 another token holds the lock; digest is the
+//	                                 SHA-1 (hex) of its token, what its release
+//	                                 publishes (releaseScript)
 //	{2, epoch, quarantine pttl}      the node does not count: it just lost its data
 //	                                 (this call wrote its marker), it is kept out
 //	                                 (pttl > 0), or it waits for its era (pttl < 0)
@@ -59,7 +62,8 @@ if v then
   end
   local owner = ''
   if j then owner = string.sub(v, j + 1) end
-  return {0, tonumber(redis.call('GET', KEYS[2]) or '0'), owner, redis.call('PTTL', KEYS[1]), era}
+  return {0, tonumber(redis.call('GET', KEYS[2]) or '0'), owner, redis.call('PTTL', KEYS[1]), era,
+    redis.sha1hex(i and string.sub(v, 1, i - 1) or v)}
 end
 if era > 0 and redis.call('EXISTS', KEYS[2]) == 0 then
   redis.call('SET', KEYS[2], string.format('%d', era * 1099511627776))
@@ -122,4 +126,33 @@ local i = string.find(v, '|', 1, true)
 local j = i and string.find(v, '|', i + 1, true)
 if not j then return {v, '0', '', redis.call('PTTL', KEYS[1])} end
 return {string.sub(v, 1, i - 1), string.sub(v, i + 1, j - 1), string.sub(v, j + 1), redis.call('PTTL', KEYS[1])}
+`)
+
+// releaseScript deletes the lock when ARGV[1] still owns it and announces the release
+// on the key's channel with the SHA-1 (hex) of the token: a Wait wakes only on the
+// release of a lock it (or its Locker's last attempt) saw held, not on the clean-up
+// of another waiter's failed attempt. The digest, not the token, is published: the
+// token is what Unlock and Renew check.
+//
+// KEYS[1] lock key; ARGV[1] token, ARGV[2] release channel. Returns 1 when it deleted
+// the lock, 0 when the token did not own it.
+var releaseScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '|' then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[2], redis.sha1hex(ARGV[1]))
+  return 1
+end
+return 0
+`)
+
+// waitScript reads a node's lock for Wait.
+//
+// KEYS[1] lock key. Returns nil when the lock is free, else {digest, pttl}, digest
+// being the SHA-1 (hex) of the holder's token.
+var waitScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if not v then return false end
+local i = string.find(v, '|', 1, true)
+return {redis.sha1hex(i and string.sub(v, 1, i - 1) or v), redis.call('PTTL', KEYS[1])}
 `)

@@ -43,11 +43,12 @@ func (l *Locker) unlock(ctx context.Context, lease distlock.Lease) error {
 	}
 	n := l.names(lease.Key)
 	ours := redisx.Ours(lease.Token)
+	c := newReleaseCall(n, lease.Token)
 	res := fanout(ctx, l, nil, l.opts.NodeTimeout, func(ctx context.Context, i int) (bool, error) {
 		if !ours { // a token with '|' is none of ours: it owns nothing
 			return false, nil
 		}
-		return l.releaseOn(ctx, i, n, lease.Token)
+		return l.releaseOn(ctx, i, c)
 	}, nil, l.decidedBool, true)
 	released, notHeld := 0, 0
 	for _, r := range res {

@@ -7,16 +7,22 @@ import (
 	"slices"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/redisx"
 )
 
 // Wait returns nil when key may be free: at once if fewer than a quorum of nodes hold
-// a lock on it, else when a release is published on any node (Unlock, and the
-// clean-up of a failed attempt, publish on the key's channel on every node they
-// release) or when enough of the holders' locks have expired, by the nodes' remaining
-// times to live, that the free nodes could form a quorum. A nil return is a hint,
-// not a lease: call TryLock.
+// a lock on it, else when it is this Wait's turn after a release of a holder that
+// the Locker saw (Unlock, and the clean-up of a failed attempt, publish the SHA-1 of
+// the released token on the key's channel on every node they release), or when
+// enough of the holders' locks have expired, by the nodes' remaining times to live,
+// that the free nodes could form a quorum. The Waits of one Locker on a key wake one
+// at a time: a release wakes the first, and the next one wakes when the woken caller
+// does not start a TryLock of the key within the handoff time, or that attempt fails
+// for another reason than contention (see the package documentation). A nil return
+// is a hint, not a lease: call TryLock.
 //
 // It subscribes to the key's channel on every node first, and reads the locks once
 // N-quorum+1 subscriptions are confirmed: any quorum that holds the key shares a
@@ -25,7 +31,9 @@ import (
 // a read of the locks sent at once bounds the wait by the holders' times to live. A
 // node that does not answer the read counts as held for good; when fewer than a
 // quorum of nodes answer, Wait returns an error that does not wrap ErrLocked
-// (distlock.Lock then backs off).
+// (distlock.Lock then backs off). The read is skipped when the Locker's last
+// TryLock of the key found it held on N-quorum+1 nodes whose channels were
+// subscribed, with no message since.
 //
 // When ctx ends while the key is held, or is done when Wait is called, it returns
 // errors.Join(distlock.ErrLocked, ctx.Err()); when ctx ends before Wait saw the key
@@ -57,7 +65,8 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 		return errors.Join(distlock.ErrLocked, err)
 	}
 	n := l.names(key)
-	ls := redisx.NewListener(len(l.nodes))
+	ls := redisx.NewInboxListener(len(l.nodes))
+	in := ls.Inbox()
 	registered := 0
 	defer func() {
 		for _, node := range l.nodes[:registered] {
@@ -70,7 +79,14 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 		}
 		registered++
 	}
-	w := &waiter{Waiting: redisx.NewWaiting(ctx), l: l, ctx: ctx, n: n}
+	// Messages that arrive from now on are kept in the Inbox until taken; one that
+	// matters wakes the first waiter of the key's line (herd.go), maybe this one.
+	qw := l.queue.Join(key)
+	defer func() {
+		qw.Leave()
+		l.forget(key)
+	}()
+	w := &waiter{Waiting: redisx.NewWaiting(ctx), l: l, ctx: ctx, n: n, key: key}
 	defer w.Stop()
 
 	// Enough subscriptions, bounded by the node timeout and, once read, by the
@@ -98,6 +114,13 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 		}
 	}
 	var read <-chan redisx.Result[bound]
+	if until, ok := l.sighted(n.Channel); ok {
+		// This Locker's last TryLock found the key held on enough nodes while
+		// their channels were subscribed, and no message came since: a release
+		// from now on is not missed, and the read is not needed.
+		w.HeldUntil(until)
+		goto wait
+	}
 	if nok < need && nsettled < len(l.nodes) {
 		read = w.readBound()
 		t := time.NewTimer(l.opts.NodeTimeout)
@@ -112,6 +135,10 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 				if done, err := w.read(r); done {
 					return err
 				}
+			case <-in.Ready():
+				l.released(key, in.Take())
+			case <-qw.Woken():
+				return w.woke()
 			case <-ls.Woke():
 				return w.woke()
 			case <-w.Bound:
@@ -126,6 +153,7 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 
 	// Read the locks (again): a release from now on is not missed.
 	read = w.readBound()
+wait:
 	for {
 		select {
 		case r := <-read:
@@ -136,6 +164,10 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 				}
 				return err
 			}
+		case <-in.Ready():
+			l.released(key, in.Take())
+		case <-qw.Woken():
+			return w.woke()
 		case <-ls.Woke():
 			return w.woke()
 		case <-w.Bound:
@@ -152,6 +184,7 @@ type waiter struct {
 	l   *Locker
 	ctx context.Context
 	n   redisx.Names
+	key string
 }
 
 // A bound is what a read of every node's lock says: the key is free (a quorum of
@@ -163,7 +196,7 @@ type bound struct {
 
 // readBound reads every node's lock in the background.
 func (w *waiter) readBound() <-chan redisx.Result[bound] {
-	return redisx.Async(w.l.group, func() (bound, error) { return w.l.waitBound(w.ctx, w.n) })
+	return redisx.Async(w.l.group, func() (bound, error) { return w.l.waitBound(w.ctx, w.key, w.n) })
 }
 
 // read acts on a readBound result: done with a nil error when the key is free, done
@@ -193,18 +226,39 @@ func (w *waiter) woke() error {
 
 // waitBound reads every node's lock and returns when the free nodes could form a
 // quorum: free when they can now. Nodes that do not answer count as held for good;
-// an error means that fewer than a quorum answered.
-func (l *Locker) waitBound(ctx context.Context, n redisx.Names) (bound, error) {
-	res := fanout(ctx, l, nil, l.opts.NodeTimeout, func(ctx context.Context, i int) (time.Duration, error) {
-		return l.nodes[i].PTTL(ctx, n.Lock)
-	}, nil, func(res []reply[time.Duration]) bool {
+// an error means that fewer than a quorum answered. The holders it sees join the
+// Locker's view of key (herd.go).
+func (l *Locker) waitBound(ctx context.Context, key string, n redisx.Names) (bound, error) {
+	type view struct {
+		digest string
+		pttl   time.Duration // -2ns (go-redis' PTTL of no key): free
+	}
+	res := fanout(ctx, l, nil, l.opts.NodeTimeout, func(ctx context.Context, i int) (view, error) {
+		v, err := l.nodes[i].Run(ctx, waitScript, []string{n.Lock}).Slice()
+		if errors.Is(err, redis.Nil) {
+			return view{pttl: -2}, nil
+		}
+		if err != nil {
+			return view{}, err
+		}
+		if len(v) != 2 {
+			return view{}, fmt.Errorf("unexpected reply %#v from the wait script", v)
+		}
+		d, _ := v[0].(string)
+		ms, _ := v[1].(int64)
+		pttl := time.Duration(ms) * time.Millisecond
+		if ms < 0 {
+			pttl = -1 // no time to live (-2 cannot be: the script read the key)
+		}
+		return view{digest: d, pttl: pttl}, nil
+	}, nil, func(res []reply[view]) bool {
 		free, failed := 0, 0
 		for _, r := range res {
 			switch {
 			case r.err != nil:
 				failed++
 			case !r.answered:
-			case r.v == -2:
+			case r.v.pttl == -2:
 				free++
 			}
 		}
@@ -212,16 +266,18 @@ func (l *Locker) waitBound(ctx context.Context, n redisx.Names) (bound, error) {
 	}, false)
 	free, answered := 0, 0
 	var held []time.Time
+	holders := make(map[string]int)
 	for _, r := range res {
 		if r.err != nil {
 			continue
 		}
 		answered++
-		until, isFree := redisx.Bound(r.v)
+		until, isFree := redisx.Bound(r.v.pttl)
 		if isFree {
 			free++
 		} else {
 			held = append(held, until)
+			holders[r.v.digest]++
 		}
 	}
 	if answered < l.quorum {
@@ -230,6 +286,7 @@ func (l *Locker) waitBound(ctx context.Context, n redisx.Names) (bound, error) {
 	if free >= l.quorum {
 		return bound{free: true}, nil
 	}
+	l.learn(key, holders, len(l.nodes)-len(held))
 	// The quorum-free-th earliest expiry frees the last node a quorum needs.
 	slices.SortFunc(held, time.Time.Compare)
 	return bound{until: held[l.quorum-free-1]}, nil

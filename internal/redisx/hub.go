@@ -129,6 +129,7 @@ type Token struct {
 type Listener struct {
 	confirmed chan Confirmation
 	woke      chan struct{} // capacity 1
+	inbox     *Inbox        // nil: a message wakes (see NewInboxListener)
 }
 
 // A Confirmation reports that a hub's subscription is confirmed (Err == nil) or

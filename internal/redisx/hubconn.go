@@ -223,7 +223,7 @@ func (h *Hub) read(ps *redis.PubSub, quit chan struct{}) {
 			if t := h.topics[m.Channel]; h.ps == ps && t != nil {
 				t.seq++
 				for ls := range t.waiters {
-					ls.wake()
+					ls.message(m.Payload)
 				}
 			}
 			h.mu.Unlock()

@@ -1,0 +1,136 @@
+package redlock
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"slices"
+	"sync"
+)
+
+// The waits of one Locker on a key form one line (internal/waitq): a release wakes
+// the first waiter only, and the next one when the woken caller does not start its
+// TryLock within the handoff time or its attempt fails for another reason than
+// contention. So a release costs each Locker with waiters one attempt, not one per
+// waiter.
+//
+// A release publishes the SHA-1 of the released token (releaseScript). Which
+// releases matter is the Locker's view of the key, a set of digests: a holder's
+// digest joins it when a TryLock of the Locker found the key held, or a Wait's read
+// of the locks did, and its release could then free a quorum (the nodes it holds
+// plus the nodes that were free or did not answer make a quorum). The clean-up of
+// another waiter's failed attempt on a node or two then wakes nobody. An empty
+// payload (an older publisher, or an Inbox that overflowed) always matters, and so
+// does every release while the Locker knows nothing of the key yet.
+
+// Bounds of the views: beyond maxViews keys the map is cleared (the views are
+// learnt again, and until then every release matters); beyond maxDigests digests a
+// view takes every release for one that matters.
+const (
+	maxViews   = 4096
+	maxDigests = 64
+)
+
+// A keyView is what a Locker knows of the holders of one key.
+type keyView struct {
+	relevant map[string]struct{}
+	all      bool // every release matters: too many digests
+	unknown  bool // every release matters: nothing learnt yet
+	// The digests last announced to the line (a ring), to announce each release
+	// once, not once per node.
+	announced [8]string
+	next      int
+}
+
+// views are a Locker's keyViews, by key.
+type views struct {
+	mu sync.Mutex
+	m  map[string]*keyView
+}
+
+// get returns key's view, making one when create is set. v.mu is held.
+func (v *views) get(key string, create bool) *keyView {
+	kv := v.m[key]
+	if kv == nil && create {
+		if v.m == nil || len(v.m) >= maxViews {
+			v.m = make(map[string]*keyView)
+		}
+		kv = &keyView{relevant: make(map[string]struct{})}
+		v.m[key] = kv
+	}
+	return kv
+}
+
+// learn records what an attempt or a read saw of key: holders maps each other
+// token's digest to the nodes it holds, and maybeFree is the number of nodes that
+// were free or did not answer. A holder whose release could free a quorum joins the
+// view.
+func (l *Locker) learn(key string, holders map[string]int, maybeFree int) {
+	l.views.mu.Lock()
+	defer l.views.mu.Unlock()
+	kv := l.views.get(key, true)
+	kv.unknown = false
+	for d, c := range holders {
+		if maybeFree+c < l.quorum {
+			continue
+		}
+		if len(kv.relevant) >= maxDigests {
+			kv.all = true
+			return
+		}
+		kv.relevant[d] = struct{}{}
+	}
+}
+
+// released acts on release messages of key that a Wait of l received: when one of
+// them matters and was not announced yet, it wakes the first waiter of key's line.
+func (l *Locker) released(key string, msgs []string) {
+	if len(msgs) == 0 {
+		return
+	}
+	wake := false
+	l.views.mu.Lock()
+	kv := l.views.get(key, false)
+	for _, d := range msgs {
+		if d != "" && kv != nil {
+			if slices.Contains(kv.announced[:], d) {
+				continue // announced already (the same release on another node)
+			}
+			if _, ok := kv.relevant[d]; !ok && !kv.all && !kv.unknown {
+				continue
+			}
+		}
+		if kv == nil {
+			kv = l.views.get(key, true)
+			kv.unknown = true // until learnt, every release matters
+		}
+		if d != "" {
+			kv.announced[kv.next] = d
+			kv.next = (kv.next + 1) % len(kv.announced)
+		}
+		wake = true
+	}
+	l.views.mu.Unlock()
+	if wake {
+		l.queue.Released(key)
+	}
+}
+
+// forget drops key's view once no Wait of l waits on key.
+func (l *Locker) forget(key string) {
+	if l.queue.Len(key) > 0 {
+		return
+	}
+	l.views.mu.Lock()
+	delete(l.views.m, key)
+	l.views.mu.Unlock()
+}
+
+// acquired records that l took key with token: its release matters to l's Waits on
+// key, whichever holders they saw (they need not have seen this one).
+func (l *Locker) acquired(key, token string) {
+	if l.queue.Len(key) == 0 {
+		return // nobody waits: spare the hash
+	}
+	sum := sha1.Sum([]byte(token))
+	l.learn(key, map[string]int{hex.EncodeToString(sum[:]): len(l.nodes)}, 0)
+}
