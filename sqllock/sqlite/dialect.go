@@ -88,6 +88,7 @@ type dialect struct {
 	db    *sql.DB
 	owner string
 	sql   statements
+	gate  *gate // of db: the writing statements run one at a time
 }
 
 var _ sqllock.Dialect = (*dialect)(nil)
@@ -96,6 +97,10 @@ var _ sqllock.Dialect = (*dialect)(nil)
 // call returns only once the statement has committed or rolled back, so nothing of
 // it can reach the database later (see the package doc).
 func (d *dialect) Acquire(ctx context.Context, r sqllock.Row, ttl time.Duration) (int64, bool, sqllock.Session, error) {
+	if err := d.gate.enter(ctx); err != nil {
+		return 0, false, sqllock.Session{}, sqllock.NotSent(err)
+	}
+	defer d.gate.leave()
 	var fence int64
 	err := d.db.QueryRowContext(ctx, d.sql.acquire, r.Hash, r.Key, r.Token, millis(ttl), d.owner).Scan(&fence)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -111,6 +116,10 @@ func (d *dialect) Acquire(ctx context.Context, r sqllock.Row, ttl time.Duration)
 func (d *dialect) EndSession(context.Context, sqllock.Session) error { return nil }
 
 func (d *dialect) Renew(ctx context.Context, r sqllock.Row, ttl time.Duration) (bool, error) {
+	if err := d.gate.enter(ctx); err != nil {
+		return false, err
+	}
+	defer d.gate.leave()
 	res, err := d.db.ExecContext(ctx, d.sql.renew, r.Hash, r.Key, r.Token, millis(ttl))
 	if err != nil {
 		return false, err
@@ -120,6 +129,10 @@ func (d *dialect) Renew(ctx context.Context, r sqllock.Row, ttl time.Duration) (
 }
 
 func (d *dialect) Release(ctx context.Context, r sqllock.Row) (bool, error) {
+	if err := d.gate.enter(ctx); err != nil {
+		return false, err
+	}
+	defer d.gate.leave()
 	res, err := d.db.ExecContext(ctx, d.sql.release, r.Hash, r.Key, r.Token)
 	if err != nil {
 		return false, err
@@ -158,6 +171,10 @@ func (d *dialect) Prune(ctx context.Context, after []byte, olderThan time.Durati
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil || last == nil {
 		return 0, nil, err
 	}
+	if err := d.gate.enter(ctx); err != nil {
+		return 0, nil, err
+	}
+	defer d.gate.leave()
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, nil, err
