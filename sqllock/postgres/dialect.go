@@ -47,19 +47,35 @@ func newStatements(table string) statements {
 VALUES (` + highWater + `, '', '', 0, 'epoch', '` + sqllock.HighWaterOwner + `')
 ON CONFLICT (key_hash) DO NOTHING`},
 		// now() is the start of the statement's transaction: this statement alone.
-		// A new row's fence starts above the high-water mark, read under FOR KEY
-		// SHARE: Prune takes FOR UPDATE on that row before it deletes, so an
-		// acquire either finishes before Prune's transaction or reads the mark
-		// that it committed (READ COMMITTED re-reads the locked row; stricter
-		// isolation fails with a serialization error, which is retried).
-		acquire: `INSERT INTO ` + t + ` AS t (key_hash, lock_key, token, fence, expires_at, owner)
-VALUES ($1, $2, $3,
-	COALESCE((SELECT h.fence FROM ` + t + ` h WHERE h.key_hash = ` + highWater + ` FOR KEY SHARE), 0) + 1,
-	now() + $4::bigint * interval '1 microsecond', $5)
-ON CONFLICT (key_hash) DO UPDATE
-SET token = excluded.token, fence = t.fence + 1, expires_at = excluded.expires_at, owner = excluded.owner
-WHERE t.expires_at <= now() AND t.lock_key = excluded.lock_key
-RETURNING t.fence`,
+		// u takes the key's row over when it has expired, its fence + 1: the
+		// common case, which touches no other row. Only when u took nothing and
+		// the statement's snapshot has no unexpired row of the key (so that the
+		// key is not plainly held), i inserts a new row, whose fence starts above
+		// the high-water mark, read under FOR KEY SHARE: Prune takes FOR UPDATE on
+		// that row before it deletes, so an acquire either finishes before Prune's
+		// transaction or reads the mark that it committed (READ COMMITTED re-reads
+		// the locked row; stricter isolation fails with a serialization error,
+		// which is retried). i is also the way back for a row that Prune deleted
+		// while u waited for it; when another acquire took or inserted the row
+		// meanwhile, i's ON CONFLICT DO NOTHING makes the statement return nothing.
+		// (Locking the one high-water row in every acquire serialized them all: 16
+		// goroutines on distinct keys ran no faster than one.)
+		acquire: `WITH u AS (
+	UPDATE ` + t + ` SET token = $3, fence = fence + 1,
+		expires_at = now() + $4::bigint * interval '1 microsecond', owner = $5
+	WHERE key_hash = $1 AND lock_key = $2 AND expires_at <= now()
+	RETURNING fence
+), i AS (
+	INSERT INTO ` + t + ` (key_hash, lock_key, token, fence, expires_at, owner)
+	SELECT $1, $2, $3,
+		COALESCE((SELECT h.fence FROM ` + t + ` h WHERE h.key_hash = ` + highWater + ` FOR KEY SHARE), 0) + 1,
+		now() + $4::bigint * interval '1 microsecond', $5
+	WHERE NOT EXISTS (SELECT FROM u)
+		AND NOT EXISTS (SELECT FROM ` + t + ` k WHERE k.key_hash = $1 AND k.expires_at > now())
+	ON CONFLICT (key_hash) DO NOTHING
+	RETURNING fence
+)
+SELECT fence FROM u UNION ALL SELECT fence FROM i`,
 		// GREATEST: a renewal never moves the expiry earlier (a shorter ttl whose
 		// reply is lost must not cut the lease under its holder's old Expires).
 		renew: `UPDATE ` + t + ` SET expires_at = GREATEST(expires_at, now() + $4::bigint * interval '1 microsecond')

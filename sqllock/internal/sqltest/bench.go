@@ -1,6 +1,7 @@
 package sqltest
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"sync"
@@ -56,26 +57,34 @@ func BenchRoundTrips(b *testing.B, p *faultproxy.Proxy, l distlock.Locker) {
 }
 
 // BenchParallel measures uncontended TryLock+Unlock pairs from g goroutines sharing
-// l, each on a key of its own (the workload W1 of package benchmarks): ns/op is
-// one pair's share of the wall time; the metrics pairs/s, p50-ms and p99-ms are
-// the throughput and the latency percentiles of one pair.
+// l, each on a key of its own (the workload W1 of package benchmarks); see
+// BenchParallelFunc.
 func BenchParallel(b *testing.B, l distlock.Locker, g int) {
-	ctx := b.Context()
-	prefix := Key("w1-" + distlock.NewToken()[:8] + "-")
-	pair := func(key string) time.Duration {
-		t0 := time.Now()
+	BenchParallelFunc(b, g, func(ctx context.Context, key string) error {
 		lease, err := l.TryLock(ctx, key, 10*time.Second)
 		if err != nil {
-			b.Error(err)
-			return 0
+			return err
 		}
-		if err := l.Unlock(ctx, lease); err != nil {
+		return l.Unlock(ctx, lease)
+	})
+}
+
+// BenchParallelFunc measures pair (a lock and an unlock of key) from g goroutines,
+// each on a key of its own: ns/op is one pair's share of the wall time; the
+// metrics pairs/s, p50-ms and p99-ms are the throughput and the latency
+// percentiles of one pair.
+func BenchParallelFunc(b *testing.B, g int, pair func(ctx context.Context, key string) error) {
+	ctx := b.Context()
+	prefix := Key("w1-" + distlock.NewToken()[:8] + "-")
+	timed := func(key string) time.Duration {
+		t0 := time.Now()
+		if err := pair(ctx, key); err != nil {
 			b.Error(err)
 		}
 		return time.Since(t0)
 	}
 	for i := range g { // warm: the rows exist, the connections are open
-		pair(prefix + strconv.Itoa(i))
+		timed(prefix + strconv.Itoa(i))
 	}
 	var (
 		next atomic.Int64
@@ -89,7 +98,7 @@ func BenchParallel(b *testing.B, l distlock.Locker, g int) {
 		wg.Go(func() {
 			var ds []time.Duration
 			for next.Add(1) <= int64(b.N) && !b.Failed() {
-				ds = append(ds, pair(key))
+				ds = append(ds, timed(key))
 			}
 			mu.Lock()
 			all = append(all, ds...)
