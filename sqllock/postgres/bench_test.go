@@ -100,6 +100,21 @@ func BenchmarkParallel(b *testing.B) {
 				return conn.QueryRow(ctx, "SELECT pg_advisory_unlock($1)", k).Scan(&ok)
 			})
 		})
+		b.Run(fmt.Sprintf("two_updates/g%d", g), func(b *testing.B) {
+			// the floor of a lock that writes its state: two committed UPDATEs of
+			// the key's row
+			pool := newPoolN(b, "", 20)
+			_, err := pool.Exec(b.Context(), `CREATE TABLE IF NOT EXISTS bench_floor_keys (k text PRIMARY KEY, v bigint NOT NULL)`)
+			require.NoError(b, err)
+			sqltest.BenchParallelFunc(b, g, func(ctx context.Context, key string) error {
+				for range 2 {
+					if _, err := pool.Exec(ctx, `INSERT INTO bench_floor_keys VALUES ($1, 0) ON CONFLICT (k) DO UPDATE SET v = bench_floor_keys.v + 1`, key); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		})
 		b.Run(fmt.Sprintf("ours/g%d", g), func(b *testing.B) {
 			l, err := New(sqltest.OpCtx(b), newPoolN(b, "", 20), &sqllock.Options{Table: "bench"})
 			require.NoError(b, err)

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ type statements struct {
 	acquire, renew, release, inspect     string
 	candidates, pruneLock, prune, listen string
 	channel                              string // of the release notifications
+	tableID                              int32  // the first key of the advisory locks of Waits (register.go)
 }
 
 func newStatements(table string) statements {
@@ -34,6 +36,7 @@ func newStatements(table string) statements {
 	channel := "distlock_" + hex.EncodeToString(sum[:8])
 	return statements{
 		channel: channel,
+		tableID: int32(binary.BigEndian.Uint32(sum[8:12])),
 		listen:  "LISTEN " + pgx.Identifier{channel}.Sanitize(),
 		create: []string{`CREATE TABLE IF NOT EXISTS ` + t + ` (
 	key_hash bytea PRIMARY KEY,
@@ -80,14 +83,17 @@ SELECT fence FROM u UNION ALL SELECT fence FROM i`,
 		// reply is lost must not cut the lease under its holder's old Expires).
 		renew: `UPDATE ` + t + ` SET expires_at = GREATEST(expires_at, now() + $4::bigint * interval '1 microsecond')
 WHERE key_hash = $1 AND lock_key = $2 AND token = $3 AND expires_at > now()`,
-		// pg_notify is volatile, so it runs once per released row; the notification
-		// is delivered when the statement commits.
+		// pg_notify and pg_try_advisory_xact_lock are volatile, so they run once per
+		// released row; the notification is delivered when the statement commits.
+		// It notifies only when a Wait has registered the key (register.go).
 		release: `WITH u AS (
 	UPDATE ` + t + ` SET expires_at = now()
 	WHERE key_hash = $1 AND lock_key = $2 AND token = $3 AND expires_at > now()
 	RETURNING 1
 )
-SELECT count(*) FROM (SELECT pg_notify($4, $5) FROM u) AS n`,
+SELECT count(*) FROM (
+	SELECT CASE WHEN NOT pg_try_advisory_xact_lock($6::int4, $7::int4) THEN pg_notify($4, $5) END FROM u
+) AS n`,
 		inspect: `SELECT fence, owner, (EXTRACT(EPOCH FROM expires_at - now()) * 1000000)::bigint
 FROM ` + t + ` WHERE key_hash = $1 AND lock_key = $2 AND expires_at > now()`,
 		candidates: `SELECT key_hash FROM ` + t + `
@@ -232,7 +238,8 @@ func (d *dialect) Renew(ctx context.Context, r sqllock.Row, ttl time.Duration) (
 
 func (d *dialect) Release(ctx context.Context, r sqllock.Row) (bool, error) {
 	var n int64
-	if err := d.pool.QueryRow(ctx, d.sql.release, r.Hash, r.Key, r.Token, d.sql.channel, hex.EncodeToString(r.Hash)).Scan(&n); err != nil {
+	if err := d.pool.QueryRow(ctx, d.sql.release, r.Hash, r.Key, r.Token, d.sql.channel, hex.EncodeToString(r.Hash),
+		d.sql.tableID, keyID(r.Hash)).Scan(&n); err != nil {
 		return false, err
 	}
 	return n == 1, nil
@@ -278,6 +285,9 @@ func (d *dialect) Prune(ctx context.Context, after []byte, olderThan time.Durati
 	}
 	return n, last, nil
 }
+
+// keyID is the second key of the advisory lock by which Waits register key_hash.
+func keyID(hash []byte) int32 { return int32(binary.BigEndian.Uint32(hash)) }
 
 // errNoHighWater: the table has lost its high-water row.
 var errNoHighWater = errors.New("the table has no fence high-water row (New adds it): pruning would let fences repeat")

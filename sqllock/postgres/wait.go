@@ -47,7 +47,7 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 		return err
 	}
 	r := row(key)
-	w, err := l.ln.subscribe(ctx, hex.EncodeToString(r.Hash))
+	w, err := l.ln.subscribe(ctx, hex.EncodeToString(r.Hash), keyID(r.Hash))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
@@ -65,6 +65,9 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 	}
 	if !found {
 		return nil
+	}
+	if l.testChecked != nil {
+		l.testChecked()
 	}
 	// The row expires st.Remaining after the database read its clock, which was
 	// after this point: waiting that long from here is never too short.
