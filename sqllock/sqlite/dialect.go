@@ -97,12 +97,10 @@ var _ sqllock.Dialect = (*dialect)(nil)
 // call returns only once the statement has committed or rolled back, so nothing of
 // it can reach the database later (see the package doc).
 func (d *dialect) Acquire(ctx context.Context, r sqllock.Row, ttl time.Duration) (int64, bool, sqllock.Session, error) {
-	if err := d.gate.enter(ctx); err != nil {
-		return 0, false, sqllock.Session{}, sqllock.NotSent(err)
-	}
-	defer d.gate.leave()
 	var fence int64
-	err := d.db.QueryRowContext(ctx, d.sql.acquire, r.Hash, r.Key, r.Token, millis(ttl), d.owner).Scan(&fence)
+	err := d.gate.do(ctx, func(ctx context.Context, c *sql.Conn) error {
+		return c.QueryRowContext(ctx, d.sql.acquire, r.Hash, r.Key, r.Token, millis(ttl), d.owner).Scan(&fence)
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, sqllock.Session{}, nil
 	}
@@ -116,28 +114,24 @@ func (d *dialect) Acquire(ctx context.Context, r sqllock.Row, ttl time.Duration)
 func (d *dialect) EndSession(context.Context, sqllock.Session) error { return nil }
 
 func (d *dialect) Renew(ctx context.Context, r sqllock.Row, ttl time.Duration) (bool, error) {
-	if err := d.gate.enter(ctx); err != nil {
-		return false, err
-	}
-	defer d.gate.leave()
-	res, err := d.db.ExecContext(ctx, d.sql.renew, r.Hash, r.Key, r.Token, millis(ttl))
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
-	return n == 1, err
+	return d.update(ctx, d.sql.renew, r.Hash, r.Key, r.Token, millis(ttl))
 }
 
 func (d *dialect) Release(ctx context.Context, r sqllock.Row) (bool, error) {
-	if err := d.gate.enter(ctx); err != nil {
-		return false, err
-	}
-	defer d.gate.leave()
-	res, err := d.db.ExecContext(ctx, d.sql.release, r.Hash, r.Key, r.Token)
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
+	return d.update(ctx, d.sql.release, r.Hash, r.Key, r.Token)
+}
+
+// update runs q in the gate's next batch and reports whether it changed one row.
+func (d *dialect) update(ctx context.Context, q string, args ...any) (bool, error) {
+	var n int64
+	err := d.gate.do(ctx, func(ctx context.Context, c *sql.Conn) error {
+		res, err := c.ExecContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
 	return n == 1, err
 }
 
@@ -171,30 +165,22 @@ func (d *dialect) Prune(ctx context.Context, after []byte, olderThan time.Durati
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil || last == nil {
 		return 0, nil, err
 	}
-	if err := d.gate.enter(ctx); err != nil {
-		return 0, nil, err
-	}
-	defer d.gate.leave()
-	tx, err := d.db.BeginTx(ctx, nil)
+	var n int64
+	err = d.gate.do(ctx, func(ctx context.Context, c *sql.Conn) error {
+		res, err := c.ExecContext(ctx, d.sql.pruneRaise, after, last, ms)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return errors.Join(err, errNoHighWater)
+		}
+		if res, err = c.ExecContext(ctx, d.sql.prune, after, last, ms); err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
 	if err != nil {
-		return 0, nil, err
-	}
-	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, d.sql.pruneRaise, after, last, ms)
-	if err != nil {
-		return 0, nil, err
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return 0, nil, errors.Join(err, errNoHighWater)
-	}
-	if res, err = tx.ExecContext(ctx, d.sql.prune, after, last, ms); err != nil {
-		return 0, nil, err
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, nil, err
-	}
-	if err := tx.Commit(); err != nil {
 		return 0, nil, err
 	}
 	return n, last, nil
@@ -212,11 +198,17 @@ func code(err error) (int, bool) {
 }
 
 func (d *dialect) Retryable(err error) bool {
+	if errors.Is(err, errNotRun) {
+		return true
+	}
 	c, ok := code(err)
 	return ok && (c == sqlite3.SQLITE_BUSY || c == sqlite3.SQLITE_LOCKED)
 }
 
 func (d *dialect) Definite(err error) bool {
+	if errors.Is(err, errNotRun) {
+		return true
+	}
 	c, ok := code(err)
 	// An interrupted statement (the context ended) is rolled back too, but it may
 	// have been interrupted after it had finished: treat it as unknown.

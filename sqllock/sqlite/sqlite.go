@@ -47,9 +47,13 @@ var (
 // close it after the Locker. A nil db or invalid opts is the returned error, an
 // *distlock.OpError wrapping distlock.ErrInvalid that names the bad value.
 //
-// The Lockers of one process on one db run their writing statements one at a
-// time, in the order they came, so that they do not wait for each other in
-// SQLite's busy handler, which polls; give each process one *sql.DB per file.
+// The Lockers of one process on one db run their writing statements in group
+// commits: the statements that arrive while a transaction commits run together
+// in the next (BEGIN IMMEDIATE ... COMMIT), sharing its fsync, instead of waiting
+// for each other in SQLite's busy handler, which polls; each returns once its
+// transaction has committed. Give each process one *sql.DB per file. A statement
+// that has started is not interrupted when its context ends (the call returns,
+// its outcome unknown, and TryLock's row is released in the background).
 //
 // Expiry uses SQLite's clock (the host's), in milliseconds; rows expire 1ms later
 // than the ttl asks, to cover the clock's truncation.
