@@ -38,10 +38,12 @@ var (
 // or invalid opts is the returned error, an *distlock.OpError wrapping
 // distlock.ErrInvalid that names the bad value.
 //
-// Acquire is one INSERT ... ON DUPLICATE KEY UPDATE statement that takes the row
-// over only when it has expired by the database's UTC_TIMESTAMP(6) (so the
-// sessions' time zones do not matter); it reports the new fence through
-// LAST_INSERT_ID(expr), which does not depend on the DSN's clientFoundRows.
+// Acquire is an UPDATE that takes the key's row over when it has expired by the
+// database's UTC_TIMESTAMP(6) (so the sessions' time zones do not matter), and,
+// when that changed no row (a new key, or a held one), one INSERT ... ON
+// DUPLICATE KEY UPDATE statement that inserts the row or takes it over only when
+// it has expired; each reports the new fence through LAST_INSERT_ID(expr), which
+// does not depend on the DSN's clientFoundRows.
 func New(ctx context.Context, db *sql.DB, opts *sqllock.Options) (*Locker, error) {
 	if db == nil {
 		return nil, newError(fmt.Errorf("%w: nil *sql.DB", distlock.ErrInvalid))
