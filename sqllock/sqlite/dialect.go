@@ -99,9 +99,13 @@ var _ sqllock.Dialect = (*dialect)(nil)
 func (d *dialect) Acquire(ctx context.Context, r sqllock.Row, ttl time.Duration) (int64, bool, sqllock.Session, error) {
 	var fence int64
 	err := d.gate.do(ctx, func(ctx context.Context, c *sql.Conn) error {
-		return c.QueryRowContext(ctx, d.sql.acquire, r.Hash, r.Key, r.Token, millis(ttl), d.owner).Scan(&fence)
+		err := c.QueryRowContext(ctx, d.sql.acquire, r.Hash, r.Key, r.Token, millis(ttl), d.owner).Scan(&fence)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // held: fence stays 0 (a failed statement would stop the batch)
+		}
+		return err
 	})
-	if errors.Is(err, sql.ErrNoRows) {
+	if err == nil && fence == 0 {
 		return 0, false, sqllock.Session{}, nil
 	}
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // A gate runs the writing statements of the Lockers of one *sql.DB in group
@@ -25,8 +26,9 @@ type gate struct {
 	refs int // Lockers using it; guarded by gatesMu
 
 	mu      sync.Mutex
-	queue   []*op // waiting for the next batch
-	leading bool  // a caller leads a batch, or has been told to
+	queue   []*op     // waiting for the next batch
+	leading bool      // a caller leads a batch, or has been told to
+	next    time.Time // the next batch begins no earlier (see runBatch)
 }
 
 // An op is one caller's statements in a batch.
@@ -117,12 +119,26 @@ func (g *gate) promote() {
 
 // runBatch runs the queue (which holds the leader's own op) in one transaction,
 // then hands the leading on.
+//
+// When callers queued while a batch held the file's write lock for d, the next
+// batch waits until d has passed, so that under a steady load the file is free at
+// least half the time: other processes wait for the lock in SQLite's busy
+// handler, which only looks now and then, and a process that took the lock again
+// at once would starve them. The callers that come meanwhile join the next batch.
 func (g *gate) runBatch() {
+	g.mu.Lock()
+	wait := time.Until(g.next)
+	g.mu.Unlock()
+	if wait > 0 {
+		time.Sleep(wait)
+	}
 	g.mu.Lock()
 	batch := g.queue
 	g.queue = nil
 	g.mu.Unlock()
+	start := time.Now()
 	err := g.commit(batch)
+	end := time.Now()
 	for _, o := range batch {
 		if err != nil {
 			o.err = err
@@ -130,9 +146,15 @@ func (g *gate) runBatch() {
 		close(o.done)
 	}
 	g.mu.Lock()
+	if len(g.queue) > 0 { // back to back: pause
+		g.next = end.Add(min(end.Sub(start), maxPause))
+	}
 	g.promote()
 	g.mu.Unlock()
 }
+
+// maxPause bounds the pause between batches.
+const maxPause = 20 * time.Millisecond
 
 // commit runs the ops of batch in one transaction and commits it. An op whose
 // statement failed gets its error (SQLite rolled that statement back) and the ops
