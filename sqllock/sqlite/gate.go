@@ -154,7 +154,7 @@ func (g *gate) runBatch() {
 }
 
 // maxPause bounds the pause between batches.
-const maxPause = 20 * time.Millisecond
+const maxPause = 5 * time.Millisecond
 
 // commit runs the ops of batch in one transaction and commits it. An op whose
 // statement failed gets its error (SQLite rolled that statement back) and the ops
