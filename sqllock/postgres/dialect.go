@@ -25,6 +25,7 @@ var highWater = "decode('" + strings.Repeat("00", len(sqllock.HighWaterHash)) + 
 type statements struct {
 	create, highWater                    []string // the DDL: CREATE TABLE; INSERT of the high-water row
 	acquire, renew, release, inspect     string
+	renewBatch                           string
 	candidates, pruneLock, prune, listen string
 	channel                              string // of the release notifications
 	tableID                              int32  // the first key of the advisory locks of Waits (register.go)
@@ -83,6 +84,12 @@ SELECT fence FROM u UNION ALL SELECT fence FROM i`,
 		// reply is lost must not cut the lease under its holder's old Expires).
 		renew: `UPDATE ` + t + ` SET expires_at = GREATEST(expires_at, now() + $4::bigint * interval '1 microsecond')
 WHERE key_hash = $1 AND lock_key = $2 AND token = $3 AND expires_at > now()`,
+		// renew of many rows (no two with the same key_hash and token, so that each
+		// row joins one element), returning the index of each renewed one.
+		renewBatch: `UPDATE ` + t + ` AS t SET expires_at = GREATEST(t.expires_at, now() + v.us * interval '1 microsecond')
+FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::bigint[]) WITH ORDINALITY AS v(h, k, tok, us, i)
+WHERE t.key_hash = v.h AND t.lock_key = v.k AND t.token = v.tok AND t.expires_at > now()
+RETURNING v.i`,
 		// pg_notify and pg_try_advisory_xact_lock are volatile, so they run once per
 		// released row; the notification is delivered when the statement commits.
 		// It notifies only when a Wait has registered the key (register.go).
@@ -121,7 +128,10 @@ type dialect struct {
 	sql   statements
 }
 
-var _ sqllock.Dialect = (*dialect)(nil)
+var (
+	_ sqllock.Dialect      = (*dialect)(nil)
+	_ sqllock.BatchRenewer = (*dialect)(nil)
+)
 
 // sessionKey is where a connection's session is kept in its PgConn.CustomData.
 const sessionKey = "github.com/distlock/distlock/sqllock/postgres.session"
@@ -234,6 +244,31 @@ func (d *dialect) Renew(ctx context.Context, r sqllock.Row, ttl time.Duration) (
 		return false, err
 	}
 	return tag.RowsAffected() == 1, nil
+}
+
+// RenewBatch renews rs in one statement (sqllock.BatchRenewer).
+func (d *dialect) RenewBatch(ctx context.Context, rs []sqllock.Row, ttls []time.Duration) ([]bool, error) {
+	hs, ks, ts := make([][]byte, len(rs)), make([][]byte, len(rs)), make([][]byte, len(rs))
+	us := make([]int64, len(rs))
+	for i, r := range rs {
+		hs[i], ks[i], ts[i], us[i] = r.Hash, r.Key, r.Token, calls.Micros(ttls[i])
+	}
+	rows, err := d.pool.Query(ctx, d.sql.renewBatch, hs, ks, ts, us)
+	if err != nil {
+		return nil, err
+	}
+	renewed, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, err
+	}
+	held := make([]bool, len(rs))
+	for _, i := range renewed {
+		if i < 1 || i > int64(len(rs)) {
+			return nil, fmt.Errorf("renew: the database returned row %d of %d", i, len(rs))
+		}
+		held[i-1] = true
+	}
+	return held, nil
 }
 
 func (d *dialect) Release(ctx context.Context, r sqllock.Row) (bool, error) {
