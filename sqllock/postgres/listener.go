@@ -70,7 +70,8 @@ func (w *waiter) wake() {
 }
 
 // subscribe registers a waiter for payload and returns once the listening
-// connection it joined is listening.
+// connection it joined is listening and holds the registration of key (see
+// register.go), so that every later Unlock of the key notifies it.
 func (ln *listener) subscribe(ctx context.Context, payload string, key int32) (*waiter, error) {
 	ln.mu.Lock()
 	lc := ln.cur
