@@ -36,11 +36,16 @@
 // # Statements
 //
 // TryLock is a single statement that inserts the row or takes it over when it has
-// expired, and returns the new fence (INSERT ... ON CONFLICT DO UPDATE ... WHERE
-// expired RETURNING fence on PostgreSQL and SQLite; INSERT ... ON DUPLICATE KEY
-// UPDATE on MySQL). Renew and Unlock are UPDATEs conditioned on the key and the
-// token and checked by rows affected; Unlock sets expires_at to the database's now,
-// keeping the row. Every comparison with the clock happens in the database, so
+// expired, and returns the new fence (on PostgreSQL, an UPDATE of the expired row
+// and, only when the key has no row, an INSERT, in one statement; INSERT ... ON
+// CONFLICT DO UPDATE ... WHERE expired RETURNING fence on SQLite; on MySQL an
+// UPDATE of the expired row, then, when it changed nothing, INSERT ... ON
+// DUPLICATE KEY UPDATE). Only a key's first row reads the high-water mark, so
+// that acquires of distinct keys do not queue on that row. Renew and Unlock are
+// UPDATEs conditioned on the key and the token and checked by rows affected;
+// Unlock sets expires_at to the database's now, keeping the row. On PostgreSQL
+// (a BatchRenewer), the Renews of a Locker that come while one is in flight run
+// together as one UPDATE of all their rows, each with its own ttl and result. Every comparison with the clock happens in the database, so
 // client clocks do not matter. Statements that the database rolls back because of
 // a serialization failure or a deadlock (or a busy SQLite file) are retried a few
 // times.

@@ -19,6 +19,7 @@ type Locker struct {
 	d       Dialect
 	o       Options // with defaults
 	calls   *calls.Group
+	renewer *renewer // when d is a BatchRenewer
 }
 
 var (
@@ -39,7 +40,11 @@ func NewLocker(backend string, d Dialect, opts *Options) (*Locker, error) {
 	if err != nil {
 		return nil, &distlock.OpError{Backend: backend, Op: "New", Err: err}
 	}
-	return &Locker{backend: backend, d: d, o: o, calls: calls.New()}, nil
+	l := &Locker{backend: backend, d: d, o: o, calls: calls.New()}
+	if _, ok := d.(BatchRenewer); ok {
+		l.renewer = &renewer{d: d}
+	}
+	return l, nil
 }
 
 // Close stops the Locker's background work and waits for it: calls in flight

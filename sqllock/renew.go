@@ -46,7 +46,11 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	var held bool
 	err := l.retry(ctx, func() error {
 		var err error
-		held, err = l.d.Renew(ctx, r, ttl)
+		if l.renewer != nil {
+			held, err = l.renewer.renew(ctx, r, ttl)
+		} else {
+			held, err = l.d.Renew(ctx, r, ttl)
+		}
 		return err
 	})
 	if err != nil {

@@ -22,7 +22,7 @@ var highWater = "X'" + strings.Repeat("00", len(sqllock.HighWaterHash)) + "'"
 // statements are the SQL of one table.
 type statements struct {
 	create, highWater                                  []string // the DDL: CREATE TABLE; INSERT of the high-water row
-	acquire, renew, release, inspect, held             string
+	takeover, acquire, renew, release, inspect, held   string
 	candidates, pruneLock, pruneMax, pruneRaise, prune string
 }
 
@@ -49,6 +49,13 @@ func newStatements(table string) statements {
 		highWater: []string{`INSERT INTO ` + t + ` (key_hash, lock_key, token, fence, expires_at, owner)
 VALUES (` + highWater + `, '', '', 0, '1970-01-01 00:00:00', '` + sqllock.HighWaterOwner + `')
 ON DUPLICATE KEY UPDATE key_hash = key_hash`},
+		// takeover takes an expired row over (expires_at is assigned last, and the
+		// WHERE is evaluated before any assignment): the common case, cheaper than
+		// acquire's INSERT, and without its shared lock on the high-water row. When
+		// it changes no row (the key has none, or it is held) acquire runs.
+		takeover: `UPDATE ` + t + ` SET token = ?, owner = ?, fence = LAST_INSERT_ID(fence + 1),
+	expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+WHERE key_hash = ? AND lock_key = ? AND expires_at <= UTC_TIMESTAMP(6)`,
 		// LAST_INSERT_ID(expr) sets the insert id that the OK packet reports: the
 		// new fence for a new row (the VALUES are evaluated first) or a takeover,
 		// and 0 (reset by LAST_INSERT_ID(0)) when the row is held. A new row's
@@ -132,7 +139,18 @@ func (d *dialect) Acquire(ctx context.Context, r sqllock.Row, ttl time.Duration)
 	}
 	sess := sqllock.Session{ID: cid}
 	us := calls.Micros(ttl)
-	res, err := c.ExecContext(ctx, d.sql.acquire,
+	res, err := c.ExecContext(ctx, d.sql.takeover, r.Token, d.owner, us, r.Hash, r.Key)
+	if err != nil {
+		return 0, false, sess, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		id, ierr := res.LastInsertId()
+		if err = errors.Join(err, ierr); err != nil {
+			return 0, false, sess, err
+		}
+		return id, true, sess, nil
+	}
+	res, err = c.ExecContext(ctx, d.sql.acquire,
 		r.Hash, r.Key, r.Token, us, d.owner,
 		r.Key, r.Token,
 		r.Key, d.owner,

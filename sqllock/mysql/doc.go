@@ -6,6 +6,7 @@
 //	db, err := sql.Open("mysql", "user:password@tcp(host:3306)/db?interpolateParams=true")
 //	...
 //	defer db.Close()
+//	db.SetMaxIdleConns(20) // as many as the goroutines that lock at once
 //	locker, err := mysql.New(ctx, db, nil) // table distlock_leases, created if missing
 //	...
 //	defer locker.Close()
@@ -14,6 +15,11 @@
 // described in package sqllock; DDL returns this dialect's CREATE TABLE, for
 // schemas managed by migrations (with sqllock.Options.SkipCreateTable). The Locker
 // has no Wait: distlock.Lock polls it with backoff.
+//
+// Keep as many idle connections as the goroutines that call the Locker at once
+// (db.SetMaxIdleConns): with database/sql's default of 2, concurrent calls close
+// and reopen connections all the time, and each new connection costs a TCP and
+// authentication handshake plus the Locker's CONNECTION_ID() round trip.
 //
 // # Abandoned acquires
 //

@@ -31,16 +31,19 @@ var (
 // or later) or MariaDB (10.5 or later) database that db connects to with the
 // driver github.com/go-sql-driver/mysql (which this package imports, registering
 // the driver "mysql"). The DSN must name a database; interpolateParams=true saves
-// a round trip per call. New creates the table if it is missing (unless
+// a round trip per call, and db.SetMaxIdleConns(n), for n the goroutines that call
+// the Locker at once, saves reconnecting (database/sql keeps 2 by default). New creates the table if it is missing (unless
 // Options.SkipCreateTable) and adds the table's fence high-water row if it is
 // missing, with ctx. db stays the caller's: close it after the Locker. A nil db
 // or invalid opts is the returned error, an *distlock.OpError wrapping
 // distlock.ErrInvalid that names the bad value.
 //
-// Acquire is one INSERT ... ON DUPLICATE KEY UPDATE statement that takes the row
-// over only when it has expired by the database's UTC_TIMESTAMP(6) (so the
-// sessions' time zones do not matter); it reports the new fence through
-// LAST_INSERT_ID(expr), which does not depend on the DSN's clientFoundRows.
+// Acquire is an UPDATE that takes the key's row over when it has expired by the
+// database's UTC_TIMESTAMP(6) (so the sessions' time zones do not matter), and,
+// when that changed no row (a new key, or a held one), one INSERT ... ON
+// DUPLICATE KEY UPDATE statement that inserts the row or takes it over only when
+// it has expired; each reports the new fence through LAST_INSERT_ID(expr), which
+// does not depend on the DSN's clientFoundRows.
 func New(ctx context.Context, db *sql.DB, opts *sqllock.Options) (*Locker, error) {
 	if db == nil {
 		return nil, newError(fmt.Errorf("%w: nil *sql.DB", distlock.ErrInvalid))

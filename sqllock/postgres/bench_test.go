@@ -1,6 +1,10 @@
 package postgres
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
 	"testing"
 
 	"github.com/distlock/distlock/conformance"
@@ -71,4 +75,51 @@ func BenchmarkConformance(b *testing.B) {
 	conformance.RunBenchmarks(b, conformance.Harness{NewClient: func(t testing.TB) conformance.Client {
 		return conformance.Client{Locker: newLocker(t, "", &sqllock.Options{Table: "bench"})}
 	}})
+}
+
+// BenchmarkParallel measures W1: uncontended pairs on distinct keys from 1 and 16
+// goroutines sharing one client (a pool of 20 connections), ours next to the peer
+// pg_try_advisory_lock / pg_advisory_unlock on a connection held for the lock.
+// Compare pairs/s of ours and the peer, and of 16 and 1 goroutines, in one run.
+func BenchmarkParallel(b *testing.B) {
+	for _, g := range []int{1, 16} {
+		b.Run(fmt.Sprintf("advisory/g%d", g), func(b *testing.B) {
+			pool := newPoolN(b, "", 20)
+			sqltest.BenchParallelFunc(b, g, func(ctx context.Context, key string) error {
+				conn, err := pool.Acquire(ctx)
+				if err != nil {
+					return err
+				}
+				defer conn.Release()
+				h := sha256.Sum256([]byte(key))
+				k := int64(binary.BigEndian.Uint64(h[:]))
+				var ok bool
+				if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", k).Scan(&ok); err != nil || !ok {
+					return fmt.Errorf("pg_try_advisory_lock: %v, %w", ok, err)
+				}
+				return conn.QueryRow(ctx, "SELECT pg_advisory_unlock($1)", k).Scan(&ok)
+			})
+		})
+		b.Run(fmt.Sprintf("two_updates/g%d", g), func(b *testing.B) {
+			// the floor of a lock that writes its state: two committed UPDATEs of
+			// the key's row
+			pool := newPoolN(b, "", 20)
+			_, err := pool.Exec(b.Context(), `CREATE TABLE IF NOT EXISTS bench_floor_keys (k text PRIMARY KEY, v bigint NOT NULL)`)
+			require.NoError(b, err)
+			sqltest.BenchParallelFunc(b, g, func(ctx context.Context, key string) error {
+				for range 2 {
+					if _, err := pool.Exec(ctx, `INSERT INTO bench_floor_keys VALUES ($1, 0) ON CONFLICT (k) DO UPDATE SET v = bench_floor_keys.v + 1`, key); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		})
+		b.Run(fmt.Sprintf("ours/g%d", g), func(b *testing.B) {
+			l, err := New(sqltest.OpCtx(b), newPoolN(b, "", 20), &sqllock.Options{Table: "bench"})
+			require.NoError(b, err)
+			b.Cleanup(func() { l.Close() })
+			sqltest.BenchParallel(b, l, g)
+		})
+	}
 }

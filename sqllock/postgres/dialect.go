@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -24,8 +25,10 @@ var highWater = "decode('" + strings.Repeat("00", len(sqllock.HighWaterHash)) + 
 type statements struct {
 	create, highWater                    []string // the DDL: CREATE TABLE; INSERT of the high-water row
 	acquire, renew, release, inspect     string
+	renewBatch                           string
 	candidates, pruneLock, prune, listen string
 	channel                              string // of the release notifications
+	tableID                              int32  // the first key of the advisory locks of Waits (register.go)
 }
 
 func newStatements(table string) statements {
@@ -34,6 +37,7 @@ func newStatements(table string) statements {
 	channel := "distlock_" + hex.EncodeToString(sum[:8])
 	return statements{
 		channel: channel,
+		tableID: int32(binary.BigEndian.Uint32(sum[8:12])),
 		listen:  "LISTEN " + pgx.Identifier{channel}.Sanitize(),
 		create: []string{`CREATE TABLE IF NOT EXISTS ` + t + ` (
 	key_hash bytea PRIMARY KEY,
@@ -47,31 +51,56 @@ func newStatements(table string) statements {
 VALUES (` + highWater + `, '', '', 0, 'epoch', '` + sqllock.HighWaterOwner + `')
 ON CONFLICT (key_hash) DO NOTHING`},
 		// now() is the start of the statement's transaction: this statement alone.
-		// A new row's fence starts above the high-water mark, read under FOR KEY
-		// SHARE: Prune takes FOR UPDATE on that row before it deletes, so an
-		// acquire either finishes before Prune's transaction or reads the mark
-		// that it committed (READ COMMITTED re-reads the locked row; stricter
-		// isolation fails with a serialization error, which is retried).
-		acquire: `INSERT INTO ` + t + ` AS t (key_hash, lock_key, token, fence, expires_at, owner)
-VALUES ($1, $2, $3,
-	COALESCE((SELECT h.fence FROM ` + t + ` h WHERE h.key_hash = ` + highWater + ` FOR KEY SHARE), 0) + 1,
-	now() + $4::bigint * interval '1 microsecond', $5)
-ON CONFLICT (key_hash) DO UPDATE
-SET token = excluded.token, fence = t.fence + 1, expires_at = excluded.expires_at, owner = excluded.owner
-WHERE t.expires_at <= now() AND t.lock_key = excluded.lock_key
-RETURNING t.fence`,
+		// u takes the key's row over when it has expired, its fence + 1: the
+		// common case, which touches no other row. Only when u took nothing and
+		// the statement's snapshot has no unexpired row of the key (so that the
+		// key is not plainly held), i inserts a new row, whose fence starts above
+		// the high-water mark, read under FOR KEY SHARE: Prune takes FOR UPDATE on
+		// that row before it deletes, so an acquire either finishes before Prune's
+		// transaction or reads the mark that it committed (READ COMMITTED re-reads
+		// the locked row; stricter isolation fails with a serialization error,
+		// which is retried). i is also the way back for a row that Prune deleted
+		// while u waited for it; when another acquire took or inserted the row
+		// meanwhile, i's ON CONFLICT DO NOTHING makes the statement return nothing.
+		// (Locking the one high-water row in every acquire serialized them all: 16
+		// goroutines on distinct keys ran no faster than one.)
+		acquire: `WITH u AS (
+	UPDATE ` + t + ` SET token = $3, fence = fence + 1,
+		expires_at = now() + $4::bigint * interval '1 microsecond', owner = $5
+	WHERE key_hash = $1 AND lock_key = $2 AND expires_at <= now()
+	RETURNING fence
+), i AS (
+	INSERT INTO ` + t + ` (key_hash, lock_key, token, fence, expires_at, owner)
+	SELECT $1, $2, $3,
+		COALESCE((SELECT h.fence FROM ` + t + ` h WHERE h.key_hash = ` + highWater + ` FOR KEY SHARE), 0) + 1,
+		now() + $4::bigint * interval '1 microsecond', $5
+	WHERE NOT EXISTS (SELECT FROM u)
+		AND NOT EXISTS (SELECT FROM ` + t + ` k WHERE k.key_hash = $1 AND k.expires_at > now())
+	ON CONFLICT (key_hash) DO NOTHING
+	RETURNING fence
+)
+SELECT fence FROM u UNION ALL SELECT fence FROM i`,
 		// GREATEST: a renewal never moves the expiry earlier (a shorter ttl whose
 		// reply is lost must not cut the lease under its holder's old Expires).
 		renew: `UPDATE ` + t + ` SET expires_at = GREATEST(expires_at, now() + $4::bigint * interval '1 microsecond')
 WHERE key_hash = $1 AND lock_key = $2 AND token = $3 AND expires_at > now()`,
-		// pg_notify is volatile, so it runs once per released row; the notification
-		// is delivered when the statement commits.
+		// renew of many rows (no two with the same key_hash and token, so that each
+		// row joins one element), returning the index of each renewed one.
+		renewBatch: `UPDATE ` + t + ` AS t SET expires_at = GREATEST(t.expires_at, now() + v.us * interval '1 microsecond')
+FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::bigint[]) WITH ORDINALITY AS v(h, k, tok, us, i)
+WHERE t.key_hash = v.h AND t.lock_key = v.k AND t.token = v.tok AND t.expires_at > now()
+RETURNING v.i`,
+		// pg_notify and pg_try_advisory_xact_lock are volatile, so they run once per
+		// released row; the notification is delivered when the statement commits.
+		// It notifies only when a Wait has registered the key (register.go).
 		release: `WITH u AS (
 	UPDATE ` + t + ` SET expires_at = now()
 	WHERE key_hash = $1 AND lock_key = $2 AND token = $3 AND expires_at > now()
 	RETURNING 1
 )
-SELECT count(*) FROM (SELECT pg_notify($4, $5) FROM u) AS n`,
+SELECT count(*) FROM (
+	SELECT CASE WHEN NOT pg_try_advisory_xact_lock($6::int4, $7::int4) THEN pg_notify($4, $5) END FROM u
+) AS n`,
 		inspect: `SELECT fence, owner, (EXTRACT(EPOCH FROM expires_at - now()) * 1000000)::bigint
 FROM ` + t + ` WHERE key_hash = $1 AND lock_key = $2 AND expires_at > now()`,
 		candidates: `SELECT key_hash FROM ` + t + `
@@ -99,7 +128,10 @@ type dialect struct {
 	sql   statements
 }
 
-var _ sqllock.Dialect = (*dialect)(nil)
+var (
+	_ sqllock.Dialect      = (*dialect)(nil)
+	_ sqllock.BatchRenewer = (*dialect)(nil)
+)
 
 // sessionKey is where a connection's session is kept in its PgConn.CustomData.
 const sessionKey = "github.com/distlock/distlock/sqllock/postgres.session"
@@ -214,9 +246,35 @@ func (d *dialect) Renew(ctx context.Context, r sqllock.Row, ttl time.Duration) (
 	return tag.RowsAffected() == 1, nil
 }
 
+// RenewBatch renews rs in one statement (sqllock.BatchRenewer).
+func (d *dialect) RenewBatch(ctx context.Context, rs []sqllock.Row, ttls []time.Duration) ([]bool, error) {
+	hs, ks, ts := make([][]byte, len(rs)), make([][]byte, len(rs)), make([][]byte, len(rs))
+	us := make([]int64, len(rs))
+	for i, r := range rs {
+		hs[i], ks[i], ts[i], us[i] = r.Hash, r.Key, r.Token, calls.Micros(ttls[i])
+	}
+	rows, err := d.pool.Query(ctx, d.sql.renewBatch, hs, ks, ts, us)
+	if err != nil {
+		return nil, err
+	}
+	renewed, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, err
+	}
+	held := make([]bool, len(rs))
+	for _, i := range renewed {
+		if i < 1 || i > int64(len(rs)) {
+			return nil, fmt.Errorf("renew: the database returned row %d of %d", i, len(rs))
+		}
+		held[i-1] = true
+	}
+	return held, nil
+}
+
 func (d *dialect) Release(ctx context.Context, r sqllock.Row) (bool, error) {
 	var n int64
-	if err := d.pool.QueryRow(ctx, d.sql.release, r.Hash, r.Key, r.Token, d.sql.channel, hex.EncodeToString(r.Hash)).Scan(&n); err != nil {
+	if err := d.pool.QueryRow(ctx, d.sql.release, r.Hash, r.Key, r.Token, d.sql.channel, hex.EncodeToString(r.Hash),
+		d.sql.tableID, keyID(r.Hash)).Scan(&n); err != nil {
 		return false, err
 	}
 	return n == 1, nil
@@ -262,6 +320,9 @@ func (d *dialect) Prune(ctx context.Context, after []byte, olderThan time.Durati
 	}
 	return n, last, nil
 }
+
+// keyID is the second key of the advisory lock by which Waits register key_hash.
+func keyID(hash []byte) int32 { return int32(binary.BigEndian.Uint32(hash)) }
 
 // errNoHighWater: the table has lost its high-water row.
 var errNoHighWater = errors.New("the table has no fence high-water row (New adds it): pruning would let fences repeat")

@@ -13,10 +13,21 @@
 // described in package sqllock; DDL returns this dialect's CREATE TABLE, for
 // schemas managed by migrations (with sqllock.Options.SkipCreateTable).
 //
-// The Locker implements distlock.Waiter with LISTEN/NOTIFY: Unlock notifies in its
-// own statement, and Wait listens on a connection of its own, outside the pool,
-// which the Locker's Waits share and which stays open for 5s after the last Wait
-// returned (Close closes it).
+// The Locker implements distlock.Waiter with LISTEN/NOTIFY: Wait listens on a
+// connection of its own, outside the pool, which the Locker's Waits share and
+// which stays open for 5s after the last Wait returned (Close closes it). On that
+// connection a Wait registers its key, before it reads the key's row, with a
+// session-level shared advisory lock (pg_advisory_lock_shared(t, k): t derived
+// from the table's name, k from the key; kept for 5s after the key's last Wait,
+// one entry of the server's lock table per key being waited for). Unlock, in its
+// own statement, tries that lock exclusively for its transaction and notifies
+// only when it is taken: NOTIFY serializes the commits of every notifying
+// transaction of the server, and an Unlock that no Wait needs should not pay for
+// it. A Wait of an older version of this package registers nothing, so Unlocks of
+// this version do not wake it (it waits for the lease's expiry): upgrade every
+// process that Waits. An application's own two-key advisory locks (int4, int4)
+// could share a (t, k) pair: that only costs a spurious notification, or makes its
+// exclusive lock wait while a Wait is registered.
 //
 // # Abandoned acquires
 //

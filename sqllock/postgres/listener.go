@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -30,8 +31,11 @@ const (
 type listener struct {
 	pool   *pgxpool.Pool
 	listen string        // the LISTEN statement
+	table  int32         // the first key of the table's advisory locks (tableID)
 	idle   time.Duration // listenIdle; tests shorten it
 	ping   time.Duration // listenPing; tests shorten it
+
+	testRegister func() // tests: called before each registration statement
 
 	mu  sync.Mutex
 	cur *listenConn // the connection new waiters join; nil when none
@@ -45,6 +49,9 @@ type listenConn struct {
 	done    chan struct{}        // closed when run has returned
 	waiters map[*waiter]struct{} // guarded by listener.mu
 	idle    *time.Timer          // guarded by listener.mu: closes an idle connection
+	regs    map[string]*reg      // by payload; guarded by listener.mu
+	pending []*reg               // waiting for their lock; guarded by listener.mu
+	wake    context.CancelFunc   // interrupts run's wait for a notification; guarded by listener.mu
 }
 
 // A waiter is one Wait call's subscription to the notifications of one key.
@@ -52,6 +59,7 @@ type waiter struct {
 	payload string        // hex SHA-256 of the key
 	ch      chan struct{} // receives when the key is released or the connection failed
 	lc      *listenConn
+	reg     *reg
 }
 
 func (w *waiter) wake() {
@@ -62,8 +70,9 @@ func (w *waiter) wake() {
 }
 
 // subscribe registers a waiter for payload and returns once the listening
-// connection it joined is listening.
-func (ln *listener) subscribe(ctx context.Context, payload string) (*waiter, error) {
+// connection it joined is listening and holds the registration of key (see
+// register.go), so that every later Unlock of the key notifies it.
+func (ln *listener) subscribe(ctx context.Context, payload string, key int32) (*waiter, error) {
 	ln.mu.Lock()
 	lc := ln.cur
 	if lc == nil {
@@ -74,15 +83,25 @@ func (ln *listener) subscribe(ctx context.Context, payload string) (*waiter, err
 		lc.idle.Stop() // if it fired, closeIdle finds a waiter and leaves lc open
 		lc.idle = nil
 	}
-	w := &waiter{payload: payload, ch: make(chan struct{}, 1), lc: lc}
+	rg := lc.regs[payload]
+	if rg == nil {
+		rg = &reg{key: key, ready: make(chan struct{})}
+		lc.regs[payload] = rg
+		lc.pending = append(lc.pending, rg)
+		if lc.wake != nil {
+			lc.wake()
+		}
+	}
+	rg.users++
+	w := &waiter{payload: payload, ch: make(chan struct{}, 1), lc: lc, reg: rg}
 	lc.waiters[w] = struct{}{}
 	ln.mu.Unlock()
 
 	select {
-	case <-lc.ready:
-		if lc.err != nil {
+	case <-rg.ready: // after lc.ready
+		if rg.err != nil {
 			ln.unsubscribe(w)
-			return nil, lc.err
+			return nil, rg.err
 		}
 		return w, nil
 	case <-ctx.Done():
@@ -99,6 +118,9 @@ func (ln *listener) unsubscribe(w *waiter) {
 	lc := w.lc
 	ln.mu.Lock()
 	delete(lc.waiters, w)
+	if w.reg.users--; w.reg.users == 0 {
+		w.reg.idle = time.Now()
+	}
 	last := len(lc.waiters) == 0
 	if last && ln.cur == lc {
 		if listening(lc) {
@@ -161,6 +183,7 @@ func (ln *listener) start() *listenConn {
 		cancel:  cancel,
 		done:    make(chan struct{}),
 		waiters: make(map[*waiter]struct{}),
+		regs:    make(map[string]*reg),
 	}
 	go ln.run(ctx, lc)
 	return lc
@@ -178,7 +201,7 @@ func (ln *listener) run(ctx context.Context, lc *listenConn) {
 	}
 	if err != nil {
 		lc.err = err
-		ln.retire(lc)
+		ln.retire(lc, err)
 		close(lc.ready)
 		if conn != nil {
 			closeConn(conn)
@@ -186,13 +209,34 @@ func (ln *listener) run(ctx context.Context, lc *listenConn) {
 		return
 	}
 	close(lc.ready)
+	var swept time.Time
 	for {
+		if err := ln.sync(ctx, conn, lc, &swept); err != nil {
+			break
+		}
+		ln.mu.Lock()
+		if len(lc.pending) > 0 {
+			ln.mu.Unlock()
+			continue
+		}
 		wctx, cancel := context.WithTimeout(ctx, ln.ping)
+		lc.wake = cancel
+		ln.mu.Unlock()
 		n, err := conn.WaitForNotification(wctx)
+		ln.mu.Lock()
+		lc.wake = nil
+		ln.mu.Unlock()
+		woken := errors.Is(wctx.Err(), context.Canceled)
 		cancel()
+		if n != nil {
+			ln.deliver(lc, n.Payload)
+		}
 		if err != nil {
 			if ctx.Err() != nil || wctx.Err() == nil {
 				break // closed, or the connection failed
+			}
+			if woken {
+				continue // a new key to register
 			}
 			// Nothing for a while: check that the connection still works. A
 			// notification that arrives meanwhile is kept for the next wait.
@@ -204,20 +248,28 @@ func (ln *listener) run(ctx context.Context, lc *listenConn) {
 			}
 			continue
 		}
-		ln.mu.Lock()
-		for w := range lc.waiters {
-			if w.payload == n.Payload {
-				w.wake()
-			}
-		}
-		ln.mu.Unlock()
 	}
-	ln.retire(lc)
+	ln.retire(lc, errListenClosed)
 	closeConn(conn)
 }
 
-// retire stops new waiters from joining lc and wakes the ones it has.
-func (ln *listener) retire(lc *listenConn) {
+// deliver wakes the waiters of payload.
+func (ln *listener) deliver(lc *listenConn, payload string) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	for w := range lc.waiters {
+		if w.payload == payload {
+			w.wake()
+		}
+	}
+}
+
+// errListenClosed fails the registrations that a closing connection did not make.
+var errListenClosed = errors.New("the listening connection closed")
+
+// retire stops new waiters from joining lc and wakes the ones it has; the
+// registrations still pending fail with err.
+func (ln *listener) retire(lc *listenConn, err error) {
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
 	if ln.cur == lc {
@@ -226,6 +278,10 @@ func (ln *listener) retire(lc *listenConn) {
 	for w := range lc.waiters {
 		w.wake()
 	}
+	for _, rg := range lc.pending {
+		rg.fail(err)
+	}
+	lc.pending = nil
 }
 
 func closeConn(conn *pgx.Conn) {

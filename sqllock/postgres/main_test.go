@@ -30,17 +30,23 @@ func TestMain(m *testing.M) {
 // server itself), closed when t ends.
 func newPool(t testing.TB, addr string) *pgxpool.Pool {
 	t.Helper()
+	return newPoolN(t, addr, 4)
+}
+
+// newPoolN is newPool with at most n connections.
+func newPoolN(t testing.TB, addr string, n int32) *pgxpool.Pool {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(pgSrv.URL)
 	require.NoError(t, err)
 	if addr != "" {
 		host, port, err := net.SplitHostPort(addr)
 		require.NoError(t, err)
-		n, err := strconv.ParseUint(port, 10, 16)
+		p, err := strconv.ParseUint(port, 10, 16)
 		require.NoError(t, err)
-		cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(n)
+		cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(p)
 	}
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
-	cfg.MaxConns = 4
+	cfg.MaxConns = n
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)

@@ -23,6 +23,8 @@ type Locker struct {
 	d     *dialect
 	ln    *listener
 	calls *calls.Group // the Waits in flight
+
+	testChecked func() // tests: called by Wait when it has found the key held
 }
 
 var (
@@ -61,7 +63,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *sqllock.Options) (*Locke
 	return &Locker{
 		core:  core,
 		d:     d,
-		ln:    &listener{pool: pool, listen: d.sql.listen, idle: listenIdle, ping: listenPing},
+		ln:    &listener{pool: pool, listen: d.sql.listen, table: d.sql.tableID, idle: listenIdle, ping: listenPing},
 		calls: calls.New(),
 	}, nil
 }
@@ -121,7 +123,8 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 }
 
 // Unlock releases a held lease and notifies the Waits on its key, on every client
-// of the table; see sqllock.Locker.Unlock.
+// of the table (only when one has registered the key: see the package doc); see
+// sqllock.Locker.Unlock.
 func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
 	return l.core.Unlock(ctx, lease)
 }

@@ -15,8 +15,8 @@ import (
 
 // Wait returns nil when key may be free: its lease was released (Unlock notified),
 // it expired, or it was free when Wait looked. It listens for the release
-// notifications first and only then reads the key's row, so that it cannot miss a
-// release between the two; it waits at most the holder's remaining ttl by the
+// notifications and registers the key (so that Unlocks notify it) first, and only
+// then reads the key's row, so that it cannot miss a release between the two; it waits at most the holder's remaining ttl by the
 // database's clock. When ctx ends while the key is held it returns
 // errors.Join(distlock.ErrLocked, ctx.Err()). A nil return is a hint, not a lease:
 // call TryLock. The Waits of a Locker share one listening connection.
@@ -47,7 +47,7 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 		return err
 	}
 	r := row(key)
-	w, err := l.ln.subscribe(ctx, hex.EncodeToString(r.Hash))
+	w, err := l.ln.subscribe(ctx, hex.EncodeToString(r.Hash), keyID(r.Hash))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
@@ -65,6 +65,9 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 	}
 	if !found {
 		return nil
+	}
+	if l.testChecked != nil {
+		l.testChecked()
 	}
 	// The row expires st.Remaining after the database read its clock, which was
 	// after this point: waiting that long from here is never too short.

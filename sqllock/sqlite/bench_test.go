@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -26,4 +27,15 @@ func BenchmarkConformance(b *testing.B) {
 		l, _ := newClient(t, path, &sqllock.Options{Table: "bench"})
 		return conformance.Client{Locker: l}
 	}})
+}
+
+// BenchmarkParallel measures uncontended pairs from 1 and 16 goroutines sharing
+// one Locker, each on a key of its own (W1), with the p99 latency of a pair.
+func BenchmarkParallel(b *testing.B) {
+	for _, g := range []int{1, 16} {
+		b.Run(fmt.Sprintf("g%d", g), func(b *testing.B) {
+			l, _ := newClient(b, filepath.Join(b.TempDir(), "bench.db"), &sqllock.Options{Table: "bench"})
+			sqltest.BenchParallel(b, l, g)
+		})
+	}
 }

@@ -88,6 +88,7 @@ type dialect struct {
 	db    *sql.DB
 	owner string
 	sql   statements
+	gate  *gate // of db: the writing statements run one at a time
 }
 
 var _ sqllock.Dialect = (*dialect)(nil)
@@ -97,8 +98,14 @@ var _ sqllock.Dialect = (*dialect)(nil)
 // it can reach the database later (see the package doc).
 func (d *dialect) Acquire(ctx context.Context, r sqllock.Row, ttl time.Duration) (int64, bool, sqllock.Session, error) {
 	var fence int64
-	err := d.db.QueryRowContext(ctx, d.sql.acquire, r.Hash, r.Key, r.Token, millis(ttl), d.owner).Scan(&fence)
-	if errors.Is(err, sql.ErrNoRows) {
+	err := d.gate.do(ctx, func(ctx context.Context, c *sql.Conn) error {
+		err := c.QueryRowContext(ctx, d.sql.acquire, r.Hash, r.Key, r.Token, millis(ttl), d.owner).Scan(&fence)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // held: fence stays 0 (a failed statement would stop the batch)
+		}
+		return err
+	})
+	if err == nil && fence == 0 {
 		return 0, false, sqllock.Session{}, nil
 	}
 	if err != nil {
@@ -111,20 +118,24 @@ func (d *dialect) Acquire(ctx context.Context, r sqllock.Row, ttl time.Duration)
 func (d *dialect) EndSession(context.Context, sqllock.Session) error { return nil }
 
 func (d *dialect) Renew(ctx context.Context, r sqllock.Row, ttl time.Duration) (bool, error) {
-	res, err := d.db.ExecContext(ctx, d.sql.renew, r.Hash, r.Key, r.Token, millis(ttl))
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
-	return n == 1, err
+	return d.update(ctx, d.sql.renew, r.Hash, r.Key, r.Token, millis(ttl))
 }
 
 func (d *dialect) Release(ctx context.Context, r sqllock.Row) (bool, error) {
-	res, err := d.db.ExecContext(ctx, d.sql.release, r.Hash, r.Key, r.Token)
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
+	return d.update(ctx, d.sql.release, r.Hash, r.Key, r.Token)
+}
+
+// update runs q in the gate's next batch and reports whether it changed one row.
+func (d *dialect) update(ctx context.Context, q string, args ...any) (bool, error) {
+	var n int64
+	err := d.gate.do(ctx, func(ctx context.Context, c *sql.Conn) error {
+		res, err := c.ExecContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
 	return n == 1, err
 }
 
@@ -158,26 +169,22 @@ func (d *dialect) Prune(ctx context.Context, after []byte, olderThan time.Durati
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil || last == nil {
 		return 0, nil, err
 	}
-	tx, err := d.db.BeginTx(ctx, nil)
+	var n int64
+	err = d.gate.do(ctx, func(ctx context.Context, c *sql.Conn) error {
+		res, err := c.ExecContext(ctx, d.sql.pruneRaise, after, last, ms)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return errors.Join(err, errNoHighWater)
+		}
+		if res, err = c.ExecContext(ctx, d.sql.prune, after, last, ms); err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
 	if err != nil {
-		return 0, nil, err
-	}
-	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, d.sql.pruneRaise, after, last, ms)
-	if err != nil {
-		return 0, nil, err
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return 0, nil, errors.Join(err, errNoHighWater)
-	}
-	if res, err = tx.ExecContext(ctx, d.sql.prune, after, last, ms); err != nil {
-		return 0, nil, err
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, nil, err
-	}
-	if err := tx.Commit(); err != nil {
 		return 0, nil, err
 	}
 	return n, last, nil
@@ -195,11 +202,17 @@ func code(err error) (int, bool) {
 }
 
 func (d *dialect) Retryable(err error) bool {
+	if errors.Is(err, errNotRun) {
+		return true
+	}
 	c, ok := code(err)
 	return ok && (c == sqlite3.SQLITE_BUSY || c == sqlite3.SQLITE_LOCKED)
 }
 
 func (d *dialect) Definite(err error) bool {
+	if errors.Is(err, errNotRun) {
+		return true
+	}
 	c, ok := code(err)
 	// An interrupted statement (the context ended) is rolled back too, but it may
 	// have been interrupted after it had finished: treat it as unknown.

@@ -16,10 +16,14 @@
 // sqllock.Options.SkipCreateTable). The Locker has no Wait: distlock.Lock polls it
 // with backoff.
 //
+// The writing statements of one *sql.DB run in group commits (see New): those
+// that arrive while a transaction commits share the next one, and its fsync.
+//
 // An acquire whose outcome is unknown leaves nothing behind to end: the driver
-// runs the statement in the calling process, and the call returns only after the
-// statement has committed or rolled back, so nothing of it can reach the database
-// after the cleanup looked.
+// runs the statement in the calling process, and a call that returned while its
+// statement was in a group commit run by another caller is followed by the
+// cleanup's release, which runs in a later group commit of the same process, so
+// nothing of the acquire can reach the database after the cleanup.
 //
 // # Safety assumptions
 //

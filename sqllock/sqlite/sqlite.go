@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -20,7 +21,9 @@ const backend = "sqllock/sqlite"
 // use. It has no Wait: distlock.Lock polls it with backoff. The zero value is not
 // usable; call New, and Close when done.
 type Locker struct {
-	core *sqllock.Locker
+	core  *sqllock.Locker
+	db    *sql.DB
+	close sync.Once // releases db's gate
 }
 
 var (
@@ -44,6 +47,14 @@ var (
 // close it after the Locker. A nil db or invalid opts is the returned error, an
 // *distlock.OpError wrapping distlock.ErrInvalid that names the bad value.
 //
+// The Lockers of one process on one db run their writing statements in group
+// commits: the statements that arrive while a transaction commits run together
+// in the next (BEGIN IMMEDIATE ... COMMIT), sharing its fsync, instead of waiting
+// for each other in SQLite's busy handler, which polls; each returns once its
+// transaction has committed. Give each process one *sql.DB per file. A statement
+// that has started is not interrupted when its context ends (the call returns,
+// its outcome unknown, and TryLock's row is released in the background).
+//
 // Expiry uses SQLite's clock (the host's), in milliseconds; rows expire 1ms later
 // than the ttl asks, to cover the clock's truncation.
 func New(ctx context.Context, db *sql.DB, opts *sqllock.Options) (*Locker, error) {
@@ -54,15 +65,17 @@ func New(ctx context.Context, db *sql.DB, opts *sqllock.Options) (*Locker, error
 	if err != nil {
 		return nil, newError(err)
 	}
-	d := &dialect{db: db, owner: o.Owner, sql: newStatements(o.Table)}
+	d := &dialect{db: db, owner: o.Owner, sql: newStatements(o.Table), gate: gateOf(db)}
 	if err := d.setup(ctx, o.Table, o.SkipCreateTable); err != nil {
+		releaseGate(db)
 		return nil, newError(err)
 	}
 	core, err := sqllock.NewLocker(backend, d, &o)
 	if err != nil {
+		releaseGate(db)
 		return nil, err
 	}
-	return &Locker{core: core}, nil
+	return &Locker{core: core, db: db}, nil
 }
 
 func newError(err error) error {
@@ -129,7 +142,11 @@ func DDL(table string) (string, error) {
 
 // Close stops the Locker's background work and waits for it; see
 // sqllock.Locker.Close. It does not close db.
-func (l *Locker) Close() error { return l.core.Close() }
+func (l *Locker) Close() error {
+	err := l.core.Close()
+	l.close.Do(func() { releaseGate(l.db) })
+	return err
+}
 
 // TryLock makes one attempt to acquire key for ttl; see sqllock.Locker.TryLock.
 func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
