@@ -17,7 +17,7 @@ type acquired struct {
 }
 
 func (l *Locker) acquire(ctx context.Context, n redisx.Names, token string, ms int64) (acquired, error) {
-	v, err := l.node.Run(ctx, acquireScript, []string{n.Lock, n.Fence}, token+"|"+l.opts.Owner, ms, token+"|").Result()
+	v, err := l.node.Run(ctx, acquireScript, []string{n.Lock, n.Fence}, token+"|"+l.opts.Owner, l.node.MillisArg(ms)).Result()
 	if err != nil {
 		return acquired{}, err
 	}
@@ -98,14 +98,20 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 	if hub.Live() {
 		tok, watched = hub.Peek(n.Channel)
 	}
-	r, err := redisx.Call(ctx, l.group,
-		func() (acquired, error) { return l.acquire(ctx, n, token, ms) },
-		func(r acquired, err error) {
-			// The caller has gone: whatever this attempt took, give it back.
-			if err != nil || r.fence > 0 {
-				l.removeHalfMade(ctx, n, token)
-			}
-		})
+	var r acquired
+	var err error
+	if ctx.Done() == nil {
+		r, err = l.acquire(ctx, n, token, ms) // no closures: redisx.Call would run it here
+	} else {
+		r, err = redisx.Call(ctx, l.group,
+			func() (acquired, error) { return l.acquire(ctx, n, token, ms) },
+			func(r acquired, err error) {
+				// The caller has gone: whatever this attempt took, give it back.
+				if err != nil || r.fence > 0 {
+					l.removeHalfMade(ctx, n, token)
+				}
+			})
+	}
 	if err != nil {
 		l.removeHalfMade(ctx, n, token)
 		return distlock.Lease{}, fmt.Errorf("outcome unknown, any lock it made is being removed: %w", err)
