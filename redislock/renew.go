@@ -41,9 +41,9 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	switch {
 	case !redisx.Ours(lease.Token):
 	case ctx.Done() == nil: // no closure: redisx.Call would run it here
-		renewed, err = l.node.Renew(ctx, n.Lock, lease.Token, ms)
+		renewed, err = l.node.RenewShared(ctx, n.Lock, lease.Token, ms)
 	default:
-		renewed, err = redisx.Call(ctx, l.group, func() (bool, error) { return l.node.Renew(ctx, n.Lock, lease.Token, ms) }, nil)
+		renewed, err = redisx.Call(ctx, l.group, func() (bool, error) { return l.node.RenewShared(ctx, n.Lock, lease.Token, ms) }, nil)
 	}
 	if err != nil {
 		return distlock.Lease{}, fmt.Errorf("fence %d: %w", lease.Fence, err)
