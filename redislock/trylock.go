@@ -88,9 +88,6 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 		return distlock.Lease{}, err
 	}
 	n := l.names(key)
-	// This attempt ends the handoff to the Wait that a release woke (if any); if it
-	// fails for another reason than the key being held, the next Wait is woken.
-	l.waiters.Attempt(n.Channel)
 	token := distlock.NewToken()
 	ms := redisx.Millis(ttl)
 	// When a Wait of this Locker has the key's channel subscribed, a TryLock that
@@ -98,7 +95,15 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 	hub := l.node.Hub
 	var tok redisx.Token
 	watched := false
-	if hub.Live() {
+	// Waits are in line only while the hub has channels (a Wait registers before it
+	// joins its line, and a channel outlives its last Wait by far longer than a
+	// handoff): without, neither Peek nor the queue's lock is needed.
+	live := hub.Live()
+	if live {
+		// This attempt ends the handoff to the Wait that a release woke (if any);
+		// if it fails for another reason than the key being held, the next Wait
+		// is woken.
+		l.waiters.Attempt(n.Channel)
 		tok, watched = hub.Peek(n.Channel)
 	}
 	var r acquired
@@ -116,7 +121,9 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 			})
 	}
 	if err != nil {
-		l.waiters.AttemptFailed(n.Channel)
+		if live {
+			l.waiters.AttemptFailed(n.Channel)
+		}
 		l.removeHalfMade(ctx, n, token)
 		return distlock.Lease{}, fmt.Errorf("outcome unknown, any lock it made is being removed: %w", err)
 	}
@@ -129,7 +136,9 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 	expires := start.Add(ttl)
 	if now := time.Now(); !expires.After(now) {
 		// The lease ended before its reply came: give its lock back.
-		l.waiters.AttemptFailed(n.Channel)
+		if live {
+			l.waiters.AttemptFailed(n.Channel)
+		}
 		l.removeHalfMade(ctx, n, token)
 		return distlock.Lease{}, fmt.Errorf("the reply came %v after the request, later than ttl %v: the lease had already expired; its lock is being removed",
 			now.Sub(start), ttl)
