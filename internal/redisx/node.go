@@ -19,7 +19,7 @@ type Node struct {
 	Hub    *Hub
 	retry  time.Duration
 	ms     atomic.Pointer[boxedMillis] // the last ttl argument, boxed
-	renews renewQueue                  // RenewShared's
+	shared sharedQueue                 // RunShared's
 }
 
 // boxedMillis is a ttl in milliseconds and the same as a script argument.
@@ -71,56 +71,64 @@ func (n *Node) PTTL(ctx context.Context, lock string) (time.Duration, error) {
 	return n.Client.PTTL(ctx, lock).Result()
 }
 
-// A renewQueue gathers the RenewShared calls of a Node that arrive while one is in
+// A sharedQueue gathers the RunShared calls of a Node that arrive while one is in
 // flight, for the next to send in one pipeline.
-type renewQueue struct {
+type sharedQueue struct {
 	mu      sync.Mutex
-	busy    bool // a renewal (or a batch of them) is in flight
-	pending []*renewReq
+	busy    bool // a call (or a batch of them) is in flight
+	pending []*sharedReq
 }
 
-// A renewReq is one RenewShared call that waits for its turn.
-type renewReq struct {
-	lock, token string
-	ms          int64
-	ok          bool
-	err         error
-	lead        []*renewReq   // set when this call is to send them (itself first)
-	wake        chan struct{} // capacity 1: done, or lead is set
+// A sharedReq is one RunShared call that waits for its turn.
+type sharedReq struct {
+	s    *redis.Script
+	keys []string
+	args []any
+	v    any
+	err  error
+	lead []*sharedReq  // set when this call is to send them (itself first)
+	wake chan struct{} // capacity 1: done, or lead is set
 }
 
-// RenewShared is Renew for callers that renew many leases at once (distlock.Hold
-// with many leases): while one renewal is in flight, the calls that arrive queue up,
-// and when it ends the first of them sends all of them in one pipeline (one write,
-// one round trip on each connection it uses), with its context's values but without
-// its cancellation: the others' renewals must not fail because one caller gave up.
-// Each call still runs one script with its own token and ttl, and gets its own
-// reply; a caller returns when its own reply has come, and sends at most one batch.
+// RenewShared is Renew through RunShared, for callers that renew many leases at
+// once (distlock.Hold with many leases).
 func (n *Node) RenewShared(ctx context.Context, lock, token string, ms int64) (bool, error) {
-	q := &n.renews
+	v, err := n.RunShared(ctx, renewScript, []string{lock}, token, n.MillisArg(ms))
+	i, _ := v.(int64)
+	return i == 1 && err == nil, err
+}
+
+// RunShared runs script s as Run does, but shares round trips with the node's other
+// RunShared calls: while one is in flight, the calls that arrive queue up, and when
+// it ends the first of them sends all of them in one pipeline (one write, one round
+// trip on each connection it uses), with its context's values but without its
+// cancellation: the others' scripts must not fail because one caller gave up. Each
+// call gets its own reply; a caller returns when its own reply has come, and sends
+// at most one batch. A lone call is a plain Run.
+func (n *Node) RunShared(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+	q := &n.shared
 	q.mu.Lock()
 	if !q.busy {
 		q.busy = true
 		q.mu.Unlock()
-		ok, err := n.Renew(ctx, lock, token, ms)
-		n.nextRenews()
-		return ok, err
+		v, err := n.Run(ctx, s, keys, args...).Result()
+		n.nextShared()
+		return v, err
 	}
-	r := &renewReq{lock: lock, token: token, ms: ms, wake: make(chan struct{}, 1)}
+	r := &sharedReq{s: s, keys: keys, args: args, wake: make(chan struct{}, 1)}
 	q.pending = append(q.pending, r)
 	q.mu.Unlock()
 	<-r.wake
 	if r.lead != nil {
-		n.renewBatch(context.WithoutCancel(ctx), r.lead)
-		n.nextRenews()
+		n.runBatch(context.WithoutCancel(ctx), r.lead)
+		n.nextShared()
 	}
-	return r.ok, r.err
+	return r.v, r.err
 }
 
-// nextRenews hands the queued renewals to the first of them, or marks the queue
-// idle.
-func (n *Node) nextRenews() {
-	q := &n.renews
+// nextShared hands the queued calls to the first of them, or marks the queue idle.
+func (n *Node) nextShared() {
+	q := &n.shared
 	q.mu.Lock()
 	if len(q.pending) == 0 {
 		q.busy = false
@@ -134,23 +142,22 @@ func (n *Node) nextRenews() {
 	batch[0].wake <- struct{}{}
 }
 
-// renewBatch sends batch in one pipeline, sets each one's result, and wakes all but
+// runBatch sends batch in one pipeline, sets each one's result, and wakes all but
 // the first (the caller). A script that the server does not have is run again on
 // its own (Run falls back to EVAL).
-func (n *Node) renewBatch(ctx context.Context, batch []*renewReq) {
+func (n *Node) runBatch(ctx context.Context, batch []*sharedReq) {
 	p := n.Client.Pipeline()
 	cmds := make([]*redis.Cmd, len(batch))
 	for i, r := range batch {
-		cmds[i] = renewScript.EvalSha(ctx, p, []string{r.lock}, r.token, n.MillisArg(r.ms))
+		cmds[i] = r.s.EvalSha(ctx, p, r.keys, r.args...)
 	}
 	_, _ = p.Exec(ctx)
 	for i, r := range batch {
 		cmd := cmds[i]
 		if IsNoScript(cmd.Err()) {
-			cmd = n.Run(ctx, renewScript, []string{r.lock}, r.token, n.MillisArg(r.ms))
+			cmd = n.Run(ctx, r.s, r.keys, r.args...)
 		}
-		v, err := cmd.Int64()
-		r.ok, r.err = v == 1, err
+		r.v, r.err = cmd.Result()
 		if i > 0 {
 			r.wake <- struct{}{}
 		}
