@@ -2,6 +2,7 @@ package redisx
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,9 +76,15 @@ func (n *Node) PTTL(ctx context.Context, lock string) (time.Duration, error) {
 // flight, for the next to send in one pipeline.
 type sharedQueue struct {
 	mu      sync.Mutex
-	busy    bool // a call (or a batch of them) is in flight
+	busy    bool      // a call (or a batch of them) is in flight
+	since   time.Time // when the call or batch in flight was sent
 	pending []*sharedReq
 }
+
+// SharedStall is how long RunShared calls wait for the call or batch in flight
+// before they give up sharing and go alone: a connection that hangs (until the
+// client's ReadTimeout) holds up only the calls it carries, not every later one.
+const SharedStall = 50 * time.Millisecond
 
 // A sharedReq is one RunShared call that waits for its turn.
 type sharedReq struct {
@@ -109,16 +116,33 @@ func (n *Node) RunShared(ctx context.Context, s *redis.Script, keys []string, ar
 	q := &n.shared
 	q.mu.Lock()
 	if !q.busy {
-		q.busy = true
+		q.busy, q.since = true, time.Now()
 		q.mu.Unlock()
 		v, err := n.Run(ctx, s, keys, args...).Result()
 		n.nextShared()
 		return v, err
 	}
+	if time.Since(q.since) > SharedStall {
+		q.mu.Unlock()
+		return n.Run(ctx, s, keys, args...).Result()
+	}
 	r := &sharedReq{s: s, keys: keys, args: args, wake: make(chan struct{}, 1)}
 	q.pending = append(q.pending, r)
 	q.mu.Unlock()
-	<-r.wake
+	t := time.NewTimer(SharedStall)
+	select {
+	case <-r.wake:
+		t.Stop()
+	case <-t.C:
+		q.mu.Lock()
+		if i := slices.Index(q.pending, r); i >= 0 { // not taken yet: go alone
+			q.pending = slices.Delete(q.pending, i, i+1)
+			q.mu.Unlock()
+			return n.Run(ctx, s, keys, args...).Result()
+		}
+		q.mu.Unlock()
+		<-r.wake
+	}
 	if r.lead != nil {
 		n.runBatch(context.WithoutCancel(ctx), r.lead)
 		n.nextShared()
@@ -137,6 +161,7 @@ func (n *Node) nextShared() {
 	}
 	batch := q.pending
 	q.pending = nil
+	q.since = time.Now()
 	q.mu.Unlock()
 	batch[0].lead = batch
 	batch[0].wake <- struct{}{}
