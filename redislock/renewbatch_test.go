@@ -67,8 +67,9 @@ func TestRenewShared(t *testing.T) {
 		reads = infoStat(t, raw, "total_reads_processed") - reads - 1
 		t.Logf("ctx=%s: %d concurrent renewals: %.2f commands and %.3f server reads per renewal",
 			c.name, leases, float64(cmds)/leases, float64(reads)/leases)
-		// EVALSHA, and GET, PTTL, PEXPIRE in the script.
-		require.LessOrEqual(t, float64(cmds)/leases, 4.01, "commands per renewal")
+		// EVALSHA, and GET, PTTL, PEXPIRE in the script (and a few for the
+		// connections go-redis may dial).
+		require.LessOrEqual(t, float64(cmds)/leases, 4.05, "commands per renewal")
 		require.Less(t, float64(reads)/leases, 0.5, "server reads per renewal")
 	}
 	// A batch whose scripts the server lost falls back to EVAL.

@@ -84,7 +84,7 @@ type sharedQueue struct {
 // SharedStall is how long RunShared calls wait for the call or batch in flight
 // before they give up sharing and go alone: a connection that hangs (until the
 // client's ReadTimeout) holds up only the calls it carries, not every later one.
-const SharedStall = 50 * time.Millisecond
+const SharedStall = 500 * time.Millisecond
 
 // A sharedReq is one RunShared call that waits for its turn.
 type sharedReq struct {
