@@ -175,26 +175,11 @@ func BenchmarkConformance(b *testing.B) {
 // each.
 func BenchmarkParallel(b *testing.B) {
 	b.Run("ours", func(b *testing.B) {
-		l := newLockerOn(b, benchClient(b), nil)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		b.SetParallelism(8)
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			key := "bench-par-" + distlock.NewToken()[:8]
-			for pb.Next() {
-				lease, err := l.TryLock(ctx, key, benchTTL)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if err := l.Unlock(ctx, lease); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
+		benchParallel(b, ctx)
 	})
+	b.Run("ours-background", func(b *testing.B) { benchParallel(b, context.Background()) })
 	b.Run("raw", func(b *testing.B) {
 		c := benchClient(b)
 		b.SetParallelism(8)
@@ -213,5 +198,25 @@ func BenchmarkParallel(b *testing.B) {
 				}
 			}
 		})
+	})
+}
+
+func benchParallel(b *testing.B, ctx context.Context) {
+	l := newLockerOn(b, benchClient(b), nil)
+	b.SetParallelism(8)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		key := "bench-par-" + distlock.NewToken()[:8]
+		for pb.Next() {
+			lease, err := l.TryLock(ctx, key, benchTTL)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if err := l.Unlock(ctx, lease); err != nil {
+				b.Error(err)
+				return
+			}
+		}
 	})
 }
