@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
@@ -33,18 +34,31 @@ func (c countingLocker) Wait(ctx context.Context, key string) error {
 // the key once and releasing it at once. A release wakes one Wait per Locker, not
 // every waiter: the TryLocks per release stay O(Lockers), not O(waiters).
 func TestNoHerd(t *testing.T) {
-	const lockers, ttl = 4, time.Minute
 	waiters := 1000
 	if testing.Short() {
 		waiters = 200
 	}
+	t.Run("server", func(t *testing.T) {
+		testNoHerd(t, waiters, func() redis.UniversalClient { return newClient(t, redisSrv) })
+	})
+	t.Run("cluster", func(t *testing.T) {
+		testNoHerd(t, waiters/5, func() redis.UniversalClient {
+			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})
+			t.Cleanup(func() { _ = c.Close() })
+			return c
+		})
+	})
+}
+
+func testNoHerd(t *testing.T, waiters int, client func() redis.UniversalClient) {
+	const lockers, ttl = 4, time.Minute
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	key := testKey(t)
 	var tries, waits atomic.Int64
 	ls := make([]countingLocker, lockers)
 	for i := range ls {
-		ls[i] = countingLocker{newLocker(t, nil), &tries, &waits}
+		ls[i] = countingLocker{newLockerOn(t, client(), nil), &tries, &waits}
 	}
 	first, err := ls[0].Locker.TryLock(ctx, key, ttl)
 	require.NoError(t, err)
