@@ -36,7 +36,6 @@ func (h *slowFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	return next
 }
 
-
 // TestRunSharedStall: a RunShared call in flight that hangs holds up the later ones
 // only for redisx.SharedStall: then they go alone.
 func TestRunSharedStall(t *testing.T) {
