@@ -169,3 +169,54 @@ func BenchmarkConformance(b *testing.B) {
 		return conformance.Client{Locker: newLockerOn(t, c, nil)}
 	}})
 }
+
+// BenchmarkParallel: W1 with 16 goroutines (SetParallelism(8) on 2 CPUs), each on a
+// key of its own: ours (with a cancellable ctx) and the raw floor, on one client
+// each.
+func BenchmarkParallel(b *testing.B) {
+	b.Run("ours", func(b *testing.B) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		benchParallel(b, ctx)
+	})
+	b.Run("ours-background", func(b *testing.B) { benchParallel(b, context.Background()) })
+	b.Run("raw", func(b *testing.B) {
+		c := benchClient(b)
+		b.SetParallelism(8)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			key := "bench-par-raw-" + distlock.NewToken()[:8]
+			token := distlock.NewToken()
+			for pb.Next() {
+				if ok, err := c.SetNX(context.Background(), key, token, benchTTL).Result(); err != nil || !ok {
+					b.Errorf("SET NX: %v, %v", ok, err)
+					return
+				}
+				if n, err := c.Eval(context.Background(), compareAndDelete, []string{key}, token).Int64(); err != nil || n != 1 {
+					b.Errorf("EVAL compare-and-delete: %v, %v", n, err)
+					return
+				}
+			}
+		})
+	})
+}
+
+func benchParallel(b *testing.B, ctx context.Context) {
+	l := newLockerOn(b, benchClient(b), nil)
+	b.SetParallelism(8)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		key := "bench-par-" + distlock.NewToken()[:8]
+		for pb.Next() {
+			lease, err := l.TryLock(ctx, key, benchTTL)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if err := l.Unlock(ctx, lease); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

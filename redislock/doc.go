@@ -23,7 +23,8 @@
 //   - Renew runs a script that checks that the lock key still holds the lease's
 //     token and then sets its time to live to ttl (PEXPIRE) if it has less than
 //     that left: a Renew never shortens the lock, so one whose reply is lost
-//     leaves the old Lease's Expires a valid bound.
+//     leaves the old Lease's Expires a valid bound. Renews of one Locker that
+//     overlap (distlock.Hold with many leases) go out together in one pipeline.
 //   - Unlock runs a script that checks the token, deletes the lock key and
 //     PUBLISHes on the key's release channel.
 //   - Wait subscribes to the release channel, then reads the lock's remaining time
@@ -33,7 +34,8 @@
 //     connection, and a channel stays subscribed between the Waits of a wait loop,
 //     so that the TryLock before a Wait, which reports the holder's time to live
 //     when it finds the key held, serves as its check: in distlock.Lock's loop each
-//     failed attempt costs one request.
+//     failed attempt costs one request. A release wakes one Wait of the key per
+//     Locker (the next only if it does not try the key), not every waiter.
 //   - Inspect reads the fence, the owner label and the remaining time to live.
 //
 // Scripts run with EVALSHA and fall back to EVAL when the server does not have them

@@ -8,6 +8,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/redisx"
+	"github.com/distlock/distlock/internal/waitq"
 )
 
 // backend is the Backend of the Locker's errors.
@@ -27,6 +28,8 @@ type Locker struct {
 	opts   Options
 	node   *redisx.Node  // the scripts and the pub/sub hub of Wait
 	group  *redisx.Group // calls and their goroutines, for Close
+	// waiters are the Waits by release channel: a release wakes one per Locker.
+	waiters *waitq.Queue
 }
 
 var (
@@ -53,11 +56,15 @@ func New(client redis.UniversalClient, opts *Options) (*Locker, error) {
 	if err != nil {
 		return nil, opError("New", "", err)
 	}
+	q := waitq.New(0)
+	hub := o.hub
+	hub.Released = q.Released
 	return &Locker{
-		client: client,
-		opts:   o,
-		node:   redisx.NewNode(client, 0, "redis", evalRetry, o.hub),
-		group:  redisx.NewGroup(),
+		client:  client,
+		opts:    o,
+		node:    redisx.NewNode(client, 0, "redis", evalRetry, hub),
+		group:   redisx.NewGroup(),
+		waiters: q,
 	}, nil
 }
 
@@ -72,6 +79,7 @@ func New(client redis.UniversalClient, opts *Options) (*Locker, error) {
 func (l *Locker) Close() error {
 	if l.group.Close() {
 		l.node.Hub.Close()
+		l.waiters.Close()
 	}
 	l.group.Wait()
 	return nil

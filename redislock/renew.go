@@ -36,12 +36,15 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	}
 	n := l.names(lease.Key)
 	ms := redisx.Millis(ttl)
-	renewed, err := redisx.Call(ctx, l.group, func() (bool, error) {
-		if !redisx.Ours(lease.Token) {
-			return false, nil
-		}
-		return l.node.Renew(ctx, n.Lock, lease.Token, ms)
-	}, nil)
+	var renewed bool
+	var err error
+	switch {
+	case !redisx.Ours(lease.Token):
+	case ctx.Done() == nil: // no closure: redisx.Call would run it here
+		renewed, err = l.node.RenewShared(ctx, n.Lock, lease.Token, ms)
+	default:
+		renewed, err = redisx.Call(ctx, l.group, func() (bool, error) { return l.node.RenewShared(ctx, n.Lock, lease.Token, ms) }, nil)
+	}
 	if err != nil {
 		return distlock.Lease{}, fmt.Errorf("fence %d: %w", lease.Fence, err)
 	}

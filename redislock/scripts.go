@@ -25,7 +25,7 @@ import "github.com/redis/go-redis/v9"
 // atomic step: the fast path is two commands (SET NX PX, INCR).
 //
 // KEYS[1] lock key, KEYS[2] fence key; ARGV[1] the value "<token>|<owner>", ARGV[2]
-// ttl in ms, ARGV[3] "<token>|". Returns the new fence (an integer) on success, or
+// ttl in ms. Returns the new fence (an integer) on success, or
 // {owner, pttl} when another token holds the lock. When the lock already holds the
 // token (go-redis resent the script after a lost connection, and the first copy had
 // run) it returns that acquisition's fence again, so a retried acquire is idempotent
@@ -36,7 +36,8 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 end
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
-if string.sub(v, 1, #ARGV[3]) == ARGV[3] then
+local t = string.sub(ARGV[1], 1, string.find(ARGV[1], '|', 1, true))
+if string.sub(v, 1, #t) == t then
   return tonumber(redis.call('GET', KEYS[2]) or '0')
 end
 local owner = ''

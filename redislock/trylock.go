@@ -17,7 +17,7 @@ type acquired struct {
 }
 
 func (l *Locker) acquire(ctx context.Context, n redisx.Names, token string, ms int64) (acquired, error) {
-	v, err := l.node.Run(ctx, acquireScript, []string{n.Lock, n.Fence}, token+"|"+l.opts.Owner, ms, token+"|").Result()
+	v, err := l.node.Run(ctx, acquireScript, []string{n.Lock, n.Fence}, token+"|"+l.opts.Owner, l.node.MillisArg(ms)).Result()
 	if err != nil {
 		return acquired{}, err
 	}
@@ -95,18 +95,35 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 	hub := l.node.Hub
 	var tok redisx.Token
 	watched := false
-	if hub.Live() {
+	// Waits are in line only while the hub has channels (a Wait registers before it
+	// joins its line, and a channel outlives its last Wait by far longer than a
+	// handoff): without, neither Peek nor the queue's lock is needed.
+	live := hub.Live()
+	if live {
+		// This attempt ends the handoff to the Wait that a release woke (if any);
+		// if it fails for another reason than the key being held, the next Wait
+		// is woken.
+		l.waiters.Attempt(n.Channel)
 		tok, watched = hub.Peek(n.Channel)
 	}
-	r, err := redisx.Call(ctx, l.group,
-		func() (acquired, error) { return l.acquire(ctx, n, token, ms) },
-		func(r acquired, err error) {
-			// The caller has gone: whatever this attempt took, give it back.
-			if err != nil || r.fence > 0 {
-				l.removeHalfMade(ctx, n, token)
-			}
-		})
+	var r acquired
+	var err error
+	if ctx.Done() == nil {
+		r, err = l.acquire(ctx, n, token, ms) // no closures: redisx.Call would run it here
+	} else {
+		r, err = redisx.Call(ctx, l.group,
+			func() (acquired, error) { return l.acquire(ctx, n, token, ms) },
+			func(r acquired, err error) {
+				// The caller has gone: whatever this attempt took, give it back.
+				if err != nil || r.fence > 0 {
+					l.removeHalfMade(ctx, n, token)
+				}
+			})
+	}
 	if err != nil {
+		if live {
+			l.waiters.AttemptFailed(n.Channel)
+		}
 		l.removeHalfMade(ctx, n, token)
 		return distlock.Lease{}, fmt.Errorf("outcome unknown, any lock it made is being removed: %w", err)
 	}
@@ -119,6 +136,9 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 	expires := start.Add(ttl)
 	if now := time.Now(); !expires.After(now) {
 		// The lease ended before its reply came: give its lock back.
+		if live {
+			l.waiters.AttemptFailed(n.Channel)
+		}
 		l.removeHalfMade(ctx, n, token)
 		return distlock.Lease{}, fmt.Errorf("the reply came %v after the request, later than ttl %v: the lease had already expired; its lock is being removed",
 			now.Sub(start), ttl)

@@ -33,12 +33,15 @@ func (l *Locker) unlock(ctx context.Context, lease distlock.Lease) error {
 		return err
 	}
 	n := l.names(lease.Key)
-	ok, err := redisx.Call(ctx, l.group, func() (bool, error) {
-		if !redisx.Ours(lease.Token) {
-			return false, nil
-		}
-		return l.node.Release(ctx, n, lease.Token)
-	}, nil)
+	var ok bool
+	var err error
+	switch {
+	case !redisx.Ours(lease.Token):
+	case ctx.Done() == nil: // no closure: redisx.Call would run it here
+		ok, err = l.node.Release(ctx, n, lease.Token)
+	default:
+		ok, err = redisx.Call(ctx, l.group, func() (bool, error) { return l.node.Release(ctx, n, lease.Token) }, nil)
+	}
 	if err != nil {
 		return fmt.Errorf("fence %d: %w", lease.Fence, err)
 	}

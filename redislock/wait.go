@@ -30,6 +30,11 @@ import (
 // cannot subscribe or read the key, and distlock.ErrClosed when the Locker is closed;
 // every error is an *distlock.OpError.
 //
+// A release wakes one Wait of the key per Locker, the first in line; the next one
+// is woken only when no TryLock of the key starts within a handoff time (20ms) after
+// it, or when that TryLock fails for another reason than the key being held. So a
+// release costs a TryLock per Locker with waiters, not one per waiter.
+//
 // The Waits of one Locker share one pub/sub connection, on which each key's channel
 // is subscribed once, however many Waits want it. The connection opens with the first
 // Wait and closes 5s after the last one ended (or on Close, or when the client is
@@ -63,6 +68,10 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 		return err
 	}
 	defer hub.Unregister(n.Channel, ls)
+	// A release wakes the first Wait of the key's line on this Locker; the next one
+	// only if no TryLock of the key follows (see internal/waitq).
+	turn := l.waiters.Join(n.Channel)
+	defer turn.Leave()
 	w := waiter{Waiting: redisx.NewWaiting(ctx), l: l, ctx: ctx, lock: n.Lock}
 	defer w.Stop()
 
@@ -95,6 +104,8 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 			}
 		case <-ls.Woke():
 			return w.woke()
+		case <-turn.Woken():
+			return w.woke()
 		case <-w.Bound:
 			return nil
 		case <-ctx.Done():
@@ -123,6 +134,8 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 				return err
 			}
 		case <-ls.Woke():
+			return w.woke()
+		case <-turn.Woken():
 			return w.woke()
 		case <-w.Bound:
 			return nil

@@ -27,40 +27,72 @@ func Call[T any](ctx context.Context, g *Group, f func() (T, error), abandon fun
 		var zero T
 		return zero, err
 	}
-	type result struct {
-		v   T
-		err error
-	}
-	const (
-		pending = iota
-		delivered
-		abandoned
-	)
-	var state atomic.Int32
-	ch := make(chan result, 1)
-	g.run(func() {
-		v, err := f()
-		if state.CompareAndSwap(pending, delivered) {
-			ch <- result{v, err}
-			return
-		}
-		if abandon != nil {
-			abandon(v, err)
-		}
-	})
+	// One allocation per call: c is also the job that a worker runs, and its done
+	// channel comes from a pool (it goes back once its signal was received).
+	c := &call[T]{f: f, abandon: abandon, done: getDone()}
+	g.run(c)
 	select {
-	case r := <-ch:
-		return r.v, r.err
+	case <-c.done:
 	case <-ctx.Done():
-		if state.CompareAndSwap(pending, abandoned) {
+		if c.state.CompareAndSwap(pending, abandoned) {
 			var zero T
-			return zero, ctx.Err()
+			return zero, ctx.Err() // c.done is not reused: the worker may still hold it
 		}
 		// f finished just now: its result is on its way and is better than none.
-		r := <-ch
-		return r.v, r.err
+		<-c.done
+	}
+	putDone(c.done)
+	return c.v, c.err
+}
+
+// The states of a call.
+const (
+	pending = iota
+	delivered
+	abandoned
+)
+
+// A call is one Call that runs on a worker.
+type call[T any] struct {
+	f       func() (T, error)
+	abandon func(T, error)
+	state   atomic.Int32
+	done    chan struct{} // capacity 1: signalled once v and err are set
+	v       T
+	err     error
+}
+
+func (c *call[T]) run() {
+	v, err := c.f()
+	if c.state.CompareAndSwap(pending, delivered) {
+		c.v, c.err = v, err
+		c.done <- struct{}{}
+		return
+	}
+	if c.abandon != nil {
+		c.abandon(v, err)
 	}
 }
+
+// donePool holds the done channels of finished calls, empty.
+var donePool sync.Pool
+
+func getDone() chan struct{} {
+	if ch, ok := donePool.Get().(chan struct{}); ok {
+		return ch
+	}
+	return make(chan struct{}, 1)
+}
+
+func putDone(ch chan struct{}) { donePool.Put(ch) }
+
+// A job is what a worker runs.
+type job interface{ run() }
+
+// funcJob is a func as a job.
+type funcJob func()
+
+func (f funcJob) run() { f() }
 
 // workerIdle is how long a worker waits for its next job before it ends.
 const workerIdle = 100 * time.Millisecond
@@ -77,11 +109,12 @@ type workerPool struct {
 
 // A worker is one goroutine of a workerPool.
 type worker struct {
-	jobs chan func() // capacity 1: the next job, sent by whoever took it off idle
+	jobs chan job  // capacity 1: the next job, sent by whoever took it off idle
+	last time.Time // when the worker last went idle
 }
 
-// run runs job on an idle worker, or on a new one that g's Wait waits for.
-func (g *Group) run(job func()) {
+// run runs j on an idle worker, or on a new one that g's Wait waits for.
+func (g *Group) run(j job) {
 	p := &g.pool
 	p.mu.Lock()
 	if n := len(p.idle); n > 0 {
@@ -89,35 +122,38 @@ func (g *Group) run(job func()) {
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
-		w.jobs <- job
+		w.jobs <- j
 		return
 	}
 	p.mu.Unlock()
-	w := &worker{jobs: make(chan func(), 1)}
-	g.Go(func() { w.loop(p, job, g.quit) })
+	w := &worker{jobs: make(chan job, 1)}
+	g.Go(func() { w.loop(p, j, g.quit) })
 }
 
-// loop runs job, then waits on the idle list for the next one, until it has waited
-// workerIdle or quit is closed.
-func (w *worker) loop(p *workerPool, job func(), quit <-chan struct{}) {
-	var t *time.Timer
+// loop runs j, then waits on the idle list for the next one, until it has waited
+// workerIdle or quit is closed. Its timer is not reset per job: when it fires, the
+// worker ends only if it has been idle since workerIdle ago, else it sleeps for the
+// rest of that time.
+func (w *worker) loop(p *workerPool, j job, quit <-chan struct{}) {
+	t := time.NewTimer(workerIdle)
+	defer t.Stop()
 	for {
-		job()
-		job = nil // let its closure go while idle
+		j.run()
+		j = nil // let it go while idle
+		w.last = time.Now()
 		p.mu.Lock()
 		p.idle = append(p.idle, w)
 		p.mu.Unlock()
-		if t == nil {
-			t = time.NewTimer(workerIdle)
-		} else {
-			t.Reset(workerIdle)
-		}
+	wait:
 		select {
-		case job = <-w.jobs:
+		case j = <-w.jobs:
 			continue
 		case <-t.C:
+			if d := workerIdle - time.Since(w.last); d > 0 {
+				t.Reset(d)
+				goto wait
+			}
 		case <-quit:
-			t.Stop()
 		}
 		p.mu.Lock()
 		if i := slices.Index(p.idle, w); i >= 0 {
@@ -127,7 +163,8 @@ func (w *worker) loop(p *workerPool, job func(), quit <-chan struct{}) {
 		}
 		p.mu.Unlock()
 		// Someone took w off the idle list just now: its job is on the way.
-		job = <-w.jobs
+		j = <-w.jobs
+		t.Reset(workerIdle)
 	}
 }
 
@@ -142,9 +179,9 @@ type Result[T any] struct {
 // g.
 func Async[T any](g *Group, f func() (T, error)) <-chan Result[T] {
 	ch := make(chan Result[T], 1)
-	g.run(func() {
+	g.run(funcJob(func() {
 		v, err := f()
 		ch <- Result[T]{v, err}
-	})
+	}))
 	return ch
 }

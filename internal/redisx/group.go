@@ -81,4 +81,4 @@ func (g *Group) Wait() { g.wg.Wait() }
 // Run runs job on one of g's workers, which keep their grown stacks between jobs
 // (see workerPool), for a fan-out that starts one call per node. Call it during a
 // call of g, or from one of g's goroutines.
-func (g *Group) Run(job func()) { g.run(job) }
+func (g *Group) Run(job func()) { g.run(funcJob(job)) }

@@ -38,6 +38,11 @@ type HubConfig struct {
 	Idle      time.Duration // DefaultHubIdle
 	TopicIdle time.Duration // DefaultTopicIdle
 	OpTimeout time.Duration // DefaultHubOpTimeout
+	// Released, when set, receives each release message (by channel) instead of the
+	// channel's listeners: the Locker wakes its Waits one at a time (internal/waitq).
+	// It is called with the hub's lock held and must not block or call the hub.
+	// Listeners are still woken when messages may have been missed, and on Close.
+	Released func(channel string)
 }
 
 func (c HubConfig) withDefaults() HubConfig {

@@ -66,3 +66,40 @@ func TestStaleSighting(t *testing.T) {
 	require.False(t, released)
 	require.WithinDuration(t, time.Now().Add(time.Minute), until, 5*time.Second)
 }
+
+// TestHubReleasedHook: with HubConfig.Released, a release message goes to the hook
+// (by channel) and wakes no listener, and Check still sees it; Close still wakes
+// every listener.
+func TestHubReleasedHook(t *testing.T) {
+	released := make(chan string, 1)
+	h := newHub(t, redisx.HubConfig{Released: func(ch string) { released <- ch }})
+	ch := "hook-" + distlock.NewToken()[:8]
+	ls := register(t, h, ch)
+	defer h.Unregister(ch, ls)
+	tok, ok := h.Peek(ch)
+	require.True(t, ok)
+	h.Saw(ch, tok, time.Minute)
+	c := redis.NewClient(&redis.Options{Addr: redisSrv.Addr()})
+	defer c.Close()
+	require.NoError(t, c.Publish(t.Context(), ch, "").Err())
+	select {
+	case got := <-released:
+		require.Equal(t, ch, got)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the hook did not get the release within 5s")
+	}
+	select {
+	case <-ls.Woke():
+		t.Fatal("a release woke the listener although the hook took it")
+	default:
+	}
+	_, rel, seen := h.Check(ch)
+	require.True(t, seen)
+	require.True(t, rel, "Check does not see the release")
+	h.Close()
+	select {
+	case <-ls.Woke():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not wake the listener")
+	}
+}

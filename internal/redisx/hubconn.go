@@ -222,8 +222,12 @@ func (h *Hub) read(ps *redis.PubSub, quit chan struct{}) {
 			h.mu.Lock()
 			if t := h.topics[m.Channel]; h.ps == ps && t != nil {
 				t.seq++
-				for ls := range t.waiters {
-					ls.message(m.Payload)
+				if h.cfg.Released != nil {
+					h.cfg.Released(m.Channel)
+				} else {
+					for ls := range t.waiters {
+						ls.message(m.Payload)
+					}
 				}
 			}
 			h.mu.Unlock()

@@ -23,20 +23,26 @@ type Names struct {
 // unlikely, and the keys stay readable in redis-cli.
 func KeyNames(prefix, key string) Names {
 	sum := sha256.Sum256([]byte(key))
-	var b strings.Builder
-	b.Grow(len(prefix) + 2 + 16 + 2)
-	b.WriteString(prefix)
-	b.WriteString(":{")
 	var tag [16]byte
 	hex.Encode(tag[:], sum[:8])
-	b.Write(tag[:])
-	b.WriteString("}:")
-	base := b.String()
-	return Names{
-		Lock:    base + "lock:" + key,
-		Fence:   base + "fence:" + key,
-		Channel: base + "release:" + key,
+	// The three names share one allocation: the three of them, one after the other,
+	// in one string that they slice.
+	const lock, fence, release = "lock:", "fence:", "release:"
+	base := len(prefix) + 2 + len(tag) + 2
+	var b strings.Builder
+	b.Grow(3*(base+len(key)) + len(lock) + len(fence) + len(release))
+	for _, kind := range [3]string{lock, fence, release} {
+		b.WriteString(prefix)
+		b.WriteString(":{")
+		b.Write(tag[:])
+		b.WriteString("}:")
+		b.WriteString(kind)
+		b.WriteString(key)
 	}
+	s := b.String()
+	i := base + len(lock) + len(key)
+	j := i + base + len(fence) + len(key)
+	return Names{Lock: s[:i], Fence: s[i:j], Channel: s[j:]}
 }
 
 // NoTTLBound bounds a wait for a lock key that has no time to live, which neither
