@@ -16,6 +16,13 @@
 // schemas managed by migrations (with sqllock.Options.SkipCreateTable). The Locker
 // has no Wait: distlock.Lock polls it with backoff.
 //
+// Renews that come while one is in flight (distlock.Hold of many leases) run as one
+// batch of up to 1,000 (see sqllock.BatchRenewer): MySQL has no UPDATE ...
+// RETURNING, so a batch is one transaction of an UPDATE of its rows and a SELECT
+// of the rows renewed, both against one reading of UTC_TIMESTAMP(6) (five
+// statements with BEGIN and COMMIT), and each Renew still gets its own row's
+// exact result.
+//
 // Keep as many idle connections as the goroutines that call the Locker at once
 // (db.SetMaxIdleConns): with database/sql's default of 2, concurrent calls close
 // and reopen connections all the time, and each new connection costs a TCP and
