@@ -17,7 +17,7 @@ const (
 	minPoll = time.Millisecond
 	// maxPoll bounds the interval, which doubles while the same lease holds the
 	// key (and never passes the holder's expiry).
-	maxPoll = 100 * time.Millisecond
+	maxPoll = 50 * time.Millisecond
 )
 
 // A waits shares the polling of the Waits of a Locker: one goroutine per waited
@@ -54,7 +54,7 @@ func (l *Locker) waitsOf() *waits {
 // Wait returns nil when key may be free: its row was found free or expired, or
 // this Locker's Unlock released it. The Waits of a key on one Locker share one
 // poller, which reads the row 1ms after the key changed hands or was found free,
-// then at doubling intervals up to 100ms while the same lease holds it (never
+// then at doubling intervals up to 50ms while the same lease holds it (never
 // later than its expiry, by the database's clock); a free key wakes one Wait, the
 // first to have started, and the next one only once a TryLock of the key has
 // started since or 20ms have passed, so that a herd of waiters sends a few reads
