@@ -16,7 +16,10 @@ func TestNoHerd(t *testing.T) {
 	for i := range ls {
 		o, err := (&sqllock.Options{Table: "herd"}).WithDefaults()
 		require.NoError(t, err)
-		d := &dialect{db: newDB(t, "", nil), owner: o.Owner, sql: newStatements(o.Table)}
+		db := newDB(t, "", nil)
+		db.SetMaxOpenConns(10) // the waiters' first TryLocks must not exceed max_connections
+		db.SetMaxIdleConns(10)
+		d := &dialect{db: db, owner: o.Owner, sql: newStatements(o.Table)}
 		require.NoError(t, d.setup(sqltest.OpCtx(t), false))
 		c := &sqltest.Counting{Dialect: d}
 		count = append(count, c)
