@@ -13,7 +13,9 @@
 // Locker (internal/waitq), the next one only when no TryLock follows, so that a
 // herd of waiters costs a few statements per release. The Waits of mysql and
 // sqlite poll (Locker.Wait): one poller per Locker and key, 1ms after the key
-// changed hands, doubling to 50ms while one lease holds it.
+// changed hands, doubling to 50ms while one lease holds it: a Locker with Waits on
+// a held key reads its row up to 20 times a second, whatever the number of Waits
+// (distlock.Lock's backoff cost each waiter about one TryLock a second).
 //
 // Each has New(ctx, db, *sqllock.Options) (*Locker, error), Close, and DDL. This
 // package holds what they share: Options, the Locker logic (validation, retries,
