@@ -2,12 +2,20 @@
 // one table. Applications use a dialect package, each with its own driver, so that
 // importing one never links or registers another:
 //
-//   - sqllock/postgres: PostgreSQL 14 or later, through a pgx v5 pool; adds
-//     distlock.Waiter (LISTEN/NOTIFY).
+//   - sqllock/postgres: PostgreSQL 14 or later, through a pgx v5 pool; its
+//     distlock.Waiter is notified (LISTEN/NOTIFY).
 //   - sqllock/mysql: MySQL 8.0 or MariaDB 10.5 or later, through a *sql.DB of
 //     github.com/go-sql-driver/mysql.
 //   - sqllock/sqlite: an SQLite file shared by the processes of one host, through
 //     a *sql.DB of modernc.org/sqlite (pure Go).
+//
+// Every Locker is a distlock.Waiter. A release wakes one Wait of the key per
+// Locker (internal/waitq), the next one only when no TryLock follows, so that a
+// herd of waiters costs a few statements per release. The Waits of mysql and
+// sqlite poll (Locker.Wait): one poller per Locker and key, 1ms after the key
+// changed hands, doubling to 50ms while one lease holds it: a Locker with Waits on
+// a held key reads its row up to 20 times a second, whatever the number of Waits
+// (distlock.Lock's backoff cost each waiter about one TryLock a second).
 //
 // Each has New(ctx, db, *sqllock.Options) (*Locker, error), Close, and DDL. This
 // package holds what they share: Options, the Locker logic (validation, retries,

@@ -4,13 +4,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/sqllock/internal/calls"
 )
 
 // A Locker keeps leases as rows of one table: a row per key, whose fence only
-// grows. It implements distlock.Locker and distlock.Inspector, is safe for
+// grows. It implements distlock.Locker, distlock.Inspector and distlock.Waiter
+// (its Waits poll, sharing one poller per key), is safe for
 // concurrent use, and does all expiry arithmetic with the database's clock.
 // Applications use the Locker of a dialect package (sqllock/postgres,
 // sqllock/mysql, sqllock/sqlite), which wraps this one.
@@ -19,12 +21,14 @@ type Locker struct {
 	d       Dialect
 	o       Options // with defaults
 	calls   *calls.Group
-	renewer *renewer // when d is a BatchRenewer
+	renewer *renewer              // when d is a BatchRenewer
+	waits   atomic.Pointer[waits] // made by the first Wait
 }
 
 var (
 	_ distlock.Locker    = (*Locker)(nil)
 	_ distlock.Inspector = (*Locker)(nil)
+	_ distlock.Waiter    = (*Locker)(nil)
 )
 
 // NewLocker returns a Locker that runs its statements with d. backend names it in

@@ -2,6 +2,7 @@ package sqllock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -26,7 +27,14 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 		return distlock.Lease{}, l.opError("TryLock", key, err)
 	}
 	defer end()
+	w := l.waits.Load()
+	if w != nil {
+		w.attempt(key)
+	}
 	lease, err := l.tryLock(cctx, key, ttl, start)
+	if w != nil && err != nil && !errors.Is(err, distlock.ErrLocked) {
+		w.free(key) // nobody may be about to take the key: the next Wait tries
+	}
 	if err != nil {
 		return distlock.Lease{}, l.opError("TryLock", key, calls.Err(cctx, err))
 	}

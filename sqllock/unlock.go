@@ -19,6 +19,9 @@ func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
 	if err := l.unlock(cctx, lease); err != nil {
 		return l.opError("Unlock", lease.Key, calls.Err(cctx, err))
 	}
+	if w := l.waits.Load(); w != nil {
+		w.free(lease.Key) // wake a Wait of the key now, not at the next read
+	}
 	return nil
 }
 

@@ -21,6 +21,7 @@ var highWater = "X'" + strings.Repeat("00", len(sqllock.HighWaterHash)) + "'"
 
 // statements are the SQL of one table.
 type statements struct {
+	table                                              string   // the quoted name
 	create, highWater                                  []string // the DDL: CREATE TABLE; INSERT of the high-water row
 	takeover, acquire, renew, release, inspect, held   string
 	candidates, pruneLock, pruneMax, pruneRaise, prune string
@@ -38,6 +39,7 @@ func newStatements(table string) statements {
 	const won = `(expires_at <= UTC_TIMESTAMP(6) AND lock_key = ?)`
 	candidate := `key_hash > ? AND key_hash <= ? AND expires_at < ` + cutoff
 	return statements{
+		table: t,
 		create: []string{`CREATE TABLE IF NOT EXISTS ` + t + ` (
 	key_hash BINARY(32) NOT NULL PRIMARY KEY,
 	lock_key MEDIUMBLOB NOT NULL,

@@ -13,8 +13,17 @@
 //
 // The table, its statements, Prune and the cleanup of abandoned acquires are
 // described in package sqllock; DDL returns this dialect's CREATE TABLE, for
-// schemas managed by migrations (with sqllock.Options.SkipCreateTable). The Locker
-// has no Wait: distlock.Lock polls it with backoff.
+// schemas managed by migrations (with sqllock.Options.SkipCreateTable). The
+// Locker's Wait polls: the Waits of a key on one Locker share one reader of the
+// key's row, which wakes them one at a time (see sqllock.Locker.Wait), so that
+// distlock.Lock's waiters do not each poll the database.
+//
+// Renews that come while one is in flight (distlock.Hold of many leases) run as one
+// batch of up to 1,000 (see sqllock.BatchRenewer): MySQL has no UPDATE ...
+// RETURNING, so a batch is one transaction of an UPDATE of its rows and a SELECT
+// of the rows renewed, both against one reading of UTC_TIMESTAMP(6) (five
+// statements with BEGIN and COMMIT), and each Renew still gets its own row's
+// exact result.
 //
 // Keep as many idle connections as the goroutines that call the Locker at once
 // (db.SetMaxIdleConns): with database/sql's default of 2, concurrent calls close

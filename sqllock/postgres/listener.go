@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/distlock/distlock/internal/waitq"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -34,6 +35,7 @@ type listener struct {
 	table  int32         // the first key of the table's advisory locks (tableID)
 	idle   time.Duration // listenIdle; tests shorten it
 	ping   time.Duration // listenPing; tests shorten it
+	q      *waitq.Queue  // the Locker's waiters, by payload: a notification wakes one
 
 	testRegister func() // tests: called before each registration statement
 
@@ -57,7 +59,7 @@ type listenConn struct {
 // A waiter is one Wait call's subscription to the notifications of one key.
 type waiter struct {
 	payload string        // hex SHA-256 of the key
-	ch      chan struct{} // receives when the key is released or the connection failed
+	ch      chan struct{} // receives when the connection failed (releases go to listener.q)
 	lc      *listenConn
 	reg     *reg
 }
@@ -229,7 +231,7 @@ func (ln *listener) run(ctx context.Context, lc *listenConn) {
 		woken := errors.Is(wctx.Err(), context.Canceled)
 		cancel()
 		if n != nil {
-			ln.deliver(lc, n.Payload)
+			ln.deliver(n.Payload)
 		}
 		if err != nil {
 			if ctx.Err() != nil || wctx.Err() == nil {
@@ -253,15 +255,10 @@ func (ln *listener) run(ctx context.Context, lc *listenConn) {
 	closeConn(conn)
 }
 
-// deliver wakes the waiters of payload.
-func (ln *listener) deliver(lc *listenConn, payload string) {
-	ln.mu.Lock()
-	defer ln.mu.Unlock()
-	for w := range lc.waiters {
-		if w.payload == payload {
-			w.wake()
-		}
-	}
+// deliver reports a release of payload's key to the Locker's queue, which wakes
+// the first of its Waits.
+func (ln *listener) deliver(payload string) {
+	ln.q.Released(payload)
 }
 
 // errListenClosed fails the registrations that a closing connection did not make.

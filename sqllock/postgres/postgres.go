@@ -2,11 +2,13 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/waitq"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/distlock/distlock/sqllock/internal/calls"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -23,6 +25,11 @@ type Locker struct {
 	d     *dialect
 	ln    *listener
 	calls *calls.Group // the Waits in flight
+	// waiters wakes the Waits of a key one at a time (by payload): a release
+	// wakes the first, the next one wakes only when no TryLock of the key follows
+	// (see internal/waitq), so that a herd of waiters sends one TryLock per
+	// release, not one each.
+	waiters *waitq.Queue
 
 	testChecked func() // tests: called by Wait when it has found the key held
 }
@@ -60,11 +67,13 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *sqllock.Options) (*Locke
 	if err != nil {
 		return nil, err
 	}
+	q := waitq.New(0)
 	return &Locker{
-		core:  core,
-		d:     d,
-		ln:    &listener{pool: pool, listen: d.sql.listen, table: d.sql.tableID, idle: listenIdle, ping: listenPing},
-		calls: calls.New(),
+		core:    core,
+		d:       d,
+		ln:      &listener{pool: pool, listen: d.sql.listen, table: d.sql.tableID, idle: listenIdle, ping: listenPing, q: q},
+		calls:   calls.New(),
+		waiters: q,
 	}, nil
 }
 
@@ -107,13 +116,22 @@ func DDL(table string) (string, error) {
 // and returns nil.
 func (l *Locker) Close() error {
 	l.calls.Close() // the Waits, which need the listener
+	l.waiters.Close()
 	l.ln.close()
 	return l.core.Close()
 }
 
 // TryLock makes one attempt to acquire key for ttl; see sqllock.Locker.TryLock.
+// It ends the handoff of a release to this Locker's Waits on key; when it fails
+// for a reason other than the key being held, it wakes the next Wait.
 func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
-	return l.core.TryLock(ctx, key, ttl)
+	p := payload(key)
+	l.waiters.Attempt(p)
+	lease, err := l.core.TryLock(ctx, key, ttl)
+	if err != nil && !errors.Is(err, distlock.ErrLocked) {
+		l.waiters.AttemptFailed(p)
+	}
+	return lease, err
 }
 
 // Renew extends a held lease to ttl from now, never shortening what the database

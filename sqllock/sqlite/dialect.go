@@ -22,6 +22,7 @@ var highWater = "X'" + strings.Repeat("00", len(sqllock.HighWaterHash)) + "'"
 
 // statements are the SQL of one table.
 type statements struct {
+	table                            string   // the quoted name
 	create, highWater                []string // the DDL: CREATE TABLE; INSERT of the high-water row
 	acquire, renew, release, inspect string
 	candidates, pruneRaise, prune    string
@@ -31,6 +32,7 @@ func newStatements(table string) statements {
 	t := sqllock.QuoteTable(table, '"')
 	candidate := `key_hash > ?1 AND key_hash <= ?2 AND expires_at < ` + now + ` - ?3`
 	return statements{
+		table: t,
 		create: []string{`CREATE TABLE IF NOT EXISTS ` + t + ` (
 	key_hash BLOB NOT NULL PRIMARY KEY,
 	lock_key BLOB NOT NULL,

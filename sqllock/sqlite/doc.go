@@ -13,11 +13,16 @@
 //
 // The table, its statements and Prune are described in package sqllock; DDL
 // returns this dialect's CREATE TABLE, for schemas managed by migrations (with
-// sqllock.Options.SkipCreateTable). The Locker has no Wait: distlock.Lock polls it
-// with backoff.
+// sqllock.Options.SkipCreateTable). The Locker's Wait polls: the Waits of a key on
+// one Locker share one reader of the key's row, which wakes them one at a time
+// (see sqllock.Locker.Wait), so that distlock.Lock's waiters do not each poll the
+// file.
 //
 // The writing statements of one *sql.DB run in group commits (see New): those
-// that arrive while a transaction commits share the next one, and its fsync.
+// that arrive while a transaction commits share the next one, and its fsync. The
+// Renews that come while one is in flight (distlock.Hold of many leases) are also
+// one statement, UPDATE ... FROM (VALUES ...) ... RETURNING, of up to 1,000 rows
+// (see sqllock.BatchRenewer); each Renew still gets its own row's result.
 //
 // An acquire whose outcome is unknown leaves nothing behind to end: the driver
 // runs the statement in the calling process, and a call that returned while its

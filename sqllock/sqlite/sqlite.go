@@ -17,9 +17,9 @@ import (
 const backend = "sqllock/sqlite"
 
 // A Locker keeps leases as rows of a table in an SQLite database file. It
-// implements distlock.Locker and distlock.Inspector, and is safe for concurrent
-// use. It has no Wait: distlock.Lock polls it with backoff. The zero value is not
-// usable; call New, and Close when done.
+// implements distlock.Locker, distlock.Inspector and distlock.Waiter (its Waits
+// of a key share one poller: see sqllock.Locker.Wait), and is safe for concurrent
+// use. The zero value is not usable; call New, and Close when done.
 type Locker struct {
 	core  *sqllock.Locker
 	db    *sql.DB
@@ -29,6 +29,7 @@ type Locker struct {
 var (
 	_ distlock.Locker    = (*Locker)(nil)
 	_ distlock.Inspector = (*Locker)(nil)
+	_ distlock.Waiter    = (*Locker)(nil)
 )
 
 // New returns a Locker whose leases are rows of a table in the SQLite database that
@@ -162,6 +163,12 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 // Unlock releases a held lease; see sqllock.Locker.Unlock.
 func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
 	return l.core.Unlock(ctx, lease)
+}
+
+// Wait returns nil when key may be free; the Waits of a key on one Locker share
+// one poller of its row, which wakes them one at a time; see sqllock.Locker.Wait.
+func (l *Locker) Wait(ctx context.Context, key string) error {
+	return l.core.Wait(ctx, key)
 }
 
 // Inspect returns the current holder of key; see sqllock.Locker.Inspect.
