@@ -147,7 +147,7 @@ var AllFacts = []Facts{
 		Consistency: "one MySQL/MariaDB primary's transactions (as safe as its replication and failover)",
 		Fence:       "a fence column that the acquiring statement increments; Prune keeps fences increasing through a high-water row",
 		AutoRelease: "at ttl, by the database's clock (UTC_TIMESTAMP(6))",
-		Wakeup:      "none: distlock.Lock polls with jittered exponential backoff (10ms to 1s)",
+		Wakeup:      "Wait polls the row, one poller per Locker and key (1 ms after a change, backing off to 50 ms), and wakes one waiter at a time (Waiter)",
 		Expiry:      "per lock (ttl); Renew never shortens it (GREATEST of the old and the new expiry)",
 		Needs:       "MySQL 8.0 or MariaDB 10.5+ (go-sql-driver/mysql) and one table",
 		Safe: Safety{
@@ -163,7 +163,7 @@ var AllFacts = []Facts{
 		Consistency: "one database file on one host: excludes processes of that host only",
 		Fence:       "a fence column that the acquiring statement increments; Prune keeps fences increasing through a high-water row",
 		AutoRelease: "at ttl, by the host's clock",
-		Wakeup:      "none: distlock.Lock polls with jittered exponential backoff (10ms to 1s)",
+		Wakeup:      "Wait polls the row, one poller per Locker and key (1 ms after a change, backing off to 50 ms), and wakes one waiter at a time (Waiter)",
 		Expiry:      "per lock (ttl); Renew never shortens it",
 		Needs:       "a local file (pure-Go driver modernc.org/sqlite, no server)",
 		Safe: Safety{

@@ -35,12 +35,12 @@ func newMySQLDB(dsn string, route Route) (*sql.DB, error) {
 }
 
 // MySQLSubjects returns the subjects on one MySQL or MariaDB server: sqllock's
-// MySQL Locker (no Waiter: distlock.Lock polls it) and the floor GET_LOCK.
+// MySQL Locker (a Waiter with one poller per Locker and key) and the floor GET_LOCK.
 func MySQLSubjects(dsn string, cfg Config) []Subject {
 	return []Subject{
 		{
 			Name: "sqllock/mysql", Protocol: "mysql", Role: Ours,
-			Wakeup: "poll (distlock.Lock backoff 10ms-1s, jittered)", Workloads: ours,
+			Wakeup: "Wait: one poller per Locker and key (1 ms after a change, up to 50 ms), one waiter woken at a time", Workloads: ours,
 			Bound: cfg.TTL, BoundKind: "ttl", Networked: true, Requests: mysqlCounter(dsn),
 			New: func(ctx context.Context, route Route) (Client, error) {
 				db, err := newMySQLDB(dsn, route)

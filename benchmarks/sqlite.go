@@ -15,7 +15,7 @@ import (
 func SQLiteSubjects(path string, cfg Config) []Subject {
 	return []Subject{{
 		Name: "sqllock/sqlite", Protocol: "sqlite", Role: Ours,
-		Wakeup: "poll (distlock.Lock backoff 10ms-1s, jittered)", Workloads: ours,
+		Wakeup: "Wait: one poller per Locker and key (1 ms after a change, up to 50 ms), one waiter woken at a time", Workloads: ours,
 		Bound: cfg.TTL, BoundKind: "ttl",
 		New: func(ctx context.Context, _ Route) (Client, error) {
 			db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
