@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/distlock/distlock/internal/testenv"
 )
 
@@ -28,9 +26,8 @@ type Counter struct {
 	Name string
 	// Read returns the count now.
 	Read func(ctx context.Context) (int64, error)
-	// Lag is how long the server may take to count a request (PostgreSQL's
-	// statistics are flushed about once a second): a reading waits that long
-	// after the events it must include.
+	// Lag is how long the server may take to count a request: a reading waits
+	// that long after the events it must include.
 	Lag time.Duration
 }
 
@@ -148,26 +145,6 @@ func zkCounter(addr string) *Counter {
 				return 0, err
 			}
 			return field(strings.ReplaceAll(out, "\t", " "), "zk_packets_received ")
-		},
-	}
-}
-
-// pgCounter reads xact_commit + xact_rollback of the database of url in
-// pg_stat_database: every statement outside a transaction block is one. The
-// backends flush these statistics about once a second.
-func pgCounter(url string) *Counter {
-	return &Counter{
-		Name: "PostgreSQL pg_stat_database xact_commit + xact_rollback",
-		Lag:  1500 * time.Millisecond,
-		Read: func(ctx context.Context) (int64, error) {
-			conn, err := pgx.Connect(ctx, url)
-			if err != nil {
-				return 0, err
-			}
-			defer conn.Close(context.WithoutCancel(ctx))
-			var n int64
-			err = conn.QueryRow(ctx, "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()").Scan(&n)
-			return n, err
 		},
 	}
 }

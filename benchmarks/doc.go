@@ -33,7 +33,8 @@
 //     acquisition (p50, p99), as in W2, and the server requests per handoff, read from the
 //     server's own counter (counters.go: Redis INFO total_commands_processed,
 //     etcd grpc_server_msg_received_total, ZooKeeper mntr zk_packets_received,
-//     PostgreSQL xact_commit + xact_rollback, MariaDB Questions; "-" where there
+//     MariaDB Questions; for PostgreSQL the statements its clients sent, by a pgx
+//     tracer, as pg_stat_database's counts come up to 10 s late; "-" where there
 //     is none). Goal: p50 <= 2ms and at most 25 requests per handoff.
 //   - W5, many leases: one client holds 10,000 keys at once under
 //     distlock.Hold (ttl 3s, a renewal every 1s) for 6s: renewals per second,

@@ -7,8 +7,10 @@ import (
 	"hash/fnv"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock/sqllock"
@@ -19,8 +21,9 @@ import (
 // goroutines, each holding a connection for an advisory lock.
 const pgMaxConns = 20
 
-// newPGPool returns a pool of the server at url (its host and port through route).
-func newPGPool(ctx context.Context, url string, route Route) (*pgxpool.Pool, error) {
+// newPGPool returns a pool of the server at url (its host and port through route);
+// when sent is not nil, it counts every statement the pool's connections send.
+func newPGPool(ctx context.Context, url string, route Route, sent *atomic.Int64) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, err
@@ -40,19 +43,23 @@ func newPGPool(ctx context.Context, url string, route Route) (*pgxpool.Pool, err
 	cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(p)
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	cfg.MaxConns = pgMaxConns
+	if sent != nil {
+		cfg.ConnConfig.Tracer = sentCounter{sent}
+	}
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
 // PostgresSubjects returns the subjects on one PostgreSQL server: the
 // sqllock/postgres Locker and the peer (which is also the floor) advisory locks.
 func PostgresSubjects(url string, cfg Config) []Subject {
+	sent := new(atomic.Int64)
 	return []Subject{
 		{
 			Name: "sqllock/postgres", Protocol: "postgres", Role: Ours,
 			Wakeup: "LISTEN/NOTIFY (Waiter)", Waiter: true, Workloads: ours,
-			Bound: cfg.TTL, BoundKind: "ttl", Networked: true, Requests: pgCounter(url),
+			Bound: cfg.TTL, BoundKind: "ttl", Networked: true, Requests: pgSentCounter(sent),
 			New: func(ctx context.Context, route Route) (Client, error) {
-				pool, err := newPGPool(ctx, url, route)
+				pool, err := newPGPool(ctx, url, route, sent)
 				if err != nil {
 					return nil, err
 				}
@@ -70,7 +77,7 @@ func PostgresSubjects(url string, cfg Config) []Subject {
 			Wakeup: "server-side queue (pg_advisory_lock blocks)", Workloads: all,
 			BoundKind: "connection close", Networked: true,
 			New: func(ctx context.Context, route Route) (Client, error) {
-				pool, err := newPGPool(ctx, url, route)
+				pool, err := newPGPool(ctx, url, route, nil)
 				if err != nil {
 					return nil, err
 				}
@@ -156,4 +163,35 @@ func (h pgAdvisoryHeld) Unlock(ctx context.Context) error {
 		return errors.New("pg_advisory_unlock: the lock was not held")
 	}
 	return nil
+}
+
+// sentCounter is a pgx tracer that counts the statements (a batch as one) that
+// its connections send.
+type sentCounter struct{ n *atomic.Int64 }
+
+func (c sentCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (sentCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c sentCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (sentCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (sentCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// pgSentCounter reads the statements the subject's clients sent: PostgreSQL's
+// own pg_stat_database counts come late (an idle backend flushes its statistics
+// up to 10 s after its last statement), so W4's window saw the counts of the
+// settle phase before it (89 "requests" per handoff where the clients sent 9).
+func pgSentCounter(sent *atomic.Int64) *Counter {
+	return &Counter{
+		Name: "statements the clients sent (pgx tracer; a batch counts once)",
+		Read: func(context.Context) (int64, error) { return sent.Load(), nil },
+	}
 }
