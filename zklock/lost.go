@@ -10,7 +10,8 @@ import (
 
 // A sub is a Lost subscription: one lease that someone watches.
 type sub struct {
-	ch      chan struct{} // closed when the lease is lost
+	ch      chan struct{} // closed when the lease is lost; nil until Lost asks for it
+	fns     []*lossFunc   // AfterLost's functions, started when the lease is lost
 	session int64         // the session that owns the node (its ephemeralOwner); 0 until read
 	node    string
 	expires time.Time     // the latest Expires of the lease
@@ -59,19 +60,34 @@ func (l *Locker) Lost(lease distlock.Lease) <-chan struct{} {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
+	s := l.subscribeLocked(lease, node)
+	if s == nil {
 		return closedChan()
 	}
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.ch
+}
+
+// subscribeLocked returns the subscription that watches lease (whose node is
+// node), made if need be, or nil when the lease is lost already: the Locker is
+// closed, the lease was reported lost, its Expires has passed, or the session was
+// granted a shorter timeout since its Expires was set. l.mu is held.
+func (l *Locker) subscribeLocked(lease distlock.Lease, node string) *sub {
+	if l.closed {
+		return nil
+	}
 	if _, dead := l.dead[lease.Token]; dead {
-		return closedChan()
+		return nil
 	}
 	if s := l.subs[lease.Token]; s != nil {
 		if lease.Expires.After(s.expires) {
 			s.expires = lease.Expires
 		}
-		return s.ch
+		return s
 	}
-	s := &sub{ch: make(chan struct{}), node: node, expires: lease.Expires}
+	s := &sub{node: node, expires: lease.Expires}
 	if h := l.held[lease.Token]; h != nil {
 		s.least = h.least
 	} else {
@@ -79,7 +95,7 @@ func (l *Locker) Lost(lease distlock.Lease) <-chan struct{} {
 	}
 	if least, _ := l.sess.bounds(); !time.Now().Before(lease.Expires) || least < s.least {
 		l.loseLocked(lease.Token, s)
-		return s.ch
+		return nil
 	}
 	l.subs[lease.Token] = s
 	if !l.monitoring {
@@ -88,7 +104,19 @@ func (l *Locker) Lost(lease distlock.Lease) <-chan struct{} {
 	// The lease may have been unlocked already, or belong to another session (an
 	// ended one, or another client's): read the node in the background.
 	l.spawnLocked(func() { l.readOwner(lease.Token, lease.Fence, s) })
-	return s.ch
+	return s
+}
+
+// fire closes s's channel, if Lost made one, and starts its AfterLost functions,
+// each in its own goroutine. l.mu is held.
+func (s *sub) fire() {
+	if s.ch != nil {
+		close(s.ch)
+	}
+	for _, fn := range s.fns {
+		go fn.f()
+	}
+	s.fns = nil
 }
 
 // readOwner reads the node of the Lost subscription s and records the session that
@@ -109,7 +137,7 @@ func (l *Locker) readOwner(token string, fence uint64, s *sub) {
 		}
 		if err == nil {
 			if !exists || uint64(stat.Czxid) != fence || stat.EphemeralOwner != sid {
-				close(s.ch)
+				s.fire()
 				delete(l.subs, token)
 			} else {
 				s.session = stat.EphemeralOwner
@@ -137,7 +165,7 @@ func (l *Locker) readOwner(token string, fence uint64, s *sub) {
 // the holder was told of the loss, but a holder that did not look may still count on
 // its Expires, so the key must not be free for another before it. l.mu is held.
 func (l *Locker) loseLocked(token string, s *sub) {
-	close(s.ch)
+	s.fire()
 	delete(l.subs, token)
 	delete(l.held, token)
 	owner := l.owner(s)
@@ -170,7 +198,7 @@ func (l *Locker) dropSub(token string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if s := l.subs[token]; s != nil {
-		close(s.ch)
+		s.fire()
 		delete(l.subs, token)
 	}
 }

@@ -69,6 +69,7 @@ var (
 	_ distlock.Waiter       = (*Locker)(nil)
 	_ distlock.Inspector    = (*Locker)(nil)
 	_ distlock.LossNotifier = (*Locker)(nil)
+	_ distlock.LossWatcher  = (*Locker)(nil)
 )
 
 // New returns a Locker that takes its leases in s's session, whose granted session
@@ -125,7 +126,7 @@ func (l *Locker) Close() error {
 		close(l.done)
 		reaped := make(map[string]bool)
 		for tok, s := range l.subs {
-			close(s.ch)
+			s.fire()
 			delete(l.subs, tok)
 			owner := l.owner(s)
 			reaped[s.node] = true
