@@ -54,6 +54,7 @@ type Locker struct {
 	dead       map[string]struct{}       // Tokens declared lost whose node is being removed
 	pending    map[string][]*pendingWait // waiter nodes for TryLock to claim, by key path
 	monitoring bool                      // the monitor goroutine runs
+	checks     checks                    // Renew's checks waiting for a multi
 }
 
 // A heldLease is a lease that this Locker's TryLock returned and that no Unlock,
@@ -61,6 +62,7 @@ type Locker struct {
 type heldLease struct {
 	node    string
 	session int64         // the node's owner
+	fence   uint64        // the node's czxid: the lease's Fence
 	least   time.Duration // the smallest session timeout granted when Expires was last set
 }
 
