@@ -98,39 +98,48 @@ func (l *Locker) sendChecks() {
 	}
 }
 
-// multiCheck sends the checks of batch in one multi, and again those whose answer
-// a failed check left unknown, until every one has its answer.
+// multiCheck sends the checks of batch in one multi. When one fails, it fails the
+// multi and leaves the others unknown: that one gets its answer, and the rest go
+// again in two halves at once (k failed checks among n take O(k log n) requests in
+// O(log n) round trips, not k round trips), until every check has its answer.
 func (l *Locker) multiCheck(batch []*checkReq) {
-	for len(batch) > 0 {
-		ops := make([]any, len(batch))
-		for i, r := range batch {
-			ops[i] = &zk.CheckVersionRequest{Path: r.node, Version: -1}
-		}
-		res, err := l.conn.Multi(ops...)
-		if len(res) != len(batch) {
-			if err == nil {
-				err = fmt.Errorf("a multi of %d checks had %d answers", len(batch), len(res))
-			}
-			for _, r := range batch {
-				r.done <- err
-			}
-			return
-		}
-		failed := -1
-		for i, x := range res {
-			if x.Error != nil {
-				failed = i
-				break
-			}
-		}
-		if failed < 0 {
-			for _, r := range batch {
-				r.done <- nil
-			}
-			return
-		}
-		// The first failed check failed the multi: the others are unknown.
-		batch[failed].done <- res[failed].Error
-		batch = append(batch[:failed:failed], batch[failed+1:]...)
+	ops := make([]any, len(batch))
+	for i, r := range batch {
+		ops[i] = &zk.CheckVersionRequest{Path: r.node, Version: -1}
 	}
+	res, err := l.conn.Multi(ops...)
+	if len(res) != len(batch) {
+		if err == nil {
+			err = fmt.Errorf("a multi of %d checks had %d answers", len(batch), len(res))
+		}
+		for _, r := range batch {
+			r.done <- err
+		}
+		return
+	}
+	failed := -1
+	for i, x := range res {
+		if x.Error != nil {
+			failed = i
+			break
+		}
+	}
+	if failed < 0 {
+		for _, r := range batch {
+			r.done <- nil
+		}
+		return
+	}
+	batch[failed].done <- res[failed].Error
+	rest := append(batch[:failed:failed], batch[failed+1:]...)
+	if len(rest) == 0 {
+		return
+	}
+	half := len(rest) / 2
+	var wg sync.WaitGroup
+	if half > 0 {
+		wg.Go(func() { l.multiCheck(rest[:half]) })
+	}
+	l.multiCheck(rest[half:])
+	wg.Wait()
 }
