@@ -88,7 +88,8 @@ func (l *Locker) subscribeLocked(lease distlock.Lease, node string) *sub {
 		return s
 	}
 	s := &sub{node: node, expires: lease.Expires}
-	if h := l.held[lease.Token]; h != nil {
+	h := l.held[lease.Token]
+	if h != nil {
 		s.least = h.least
 	} else {
 		s.least, _ = l.sess.bounds()
@@ -100,6 +101,13 @@ func (l *Locker) subscribeLocked(lease distlock.Lease, node string) *sub {
 	l.subs[lease.Token] = s
 	if !l.monitoring {
 		l.monitoring = l.spawnLocked(l.monitor)
+	}
+	if h != nil && h.node == node && h.fence == lease.Fence {
+		// TryLock returned the lease and nothing released it since: its node is
+		// the one that its acquisition created (the path names it), owned by
+		// h.session, which the monitor watches from here on.
+		s.session = h.session
+		return s
 	}
 	// The lease may have been unlocked already, or belong to another session (an
 	// ended one, or another client's): read the node in the background.
