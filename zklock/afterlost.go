@@ -20,9 +20,9 @@ type lossFunc struct{ f func() }
 // ends the arrangement and reports whether it kept f from running; f runs at most
 // once.
 func (l *Locker) AfterLost(lease distlock.Lease, f func()) (stop func() bool) {
-	if _, node, err := l.leaseNode("AfterLost", lease); err == nil {
+	if _, _, err := l.leaseNode("AfterLost", lease); err == nil {
 		l.mu.Lock()
-		if s := l.subscribeLocked(lease, node); s != nil {
+		if s := l.subscribeLocked(lease); s != nil {
 			fn := &lossFunc{f: f}
 			s.fns = append(s.fns, fn)
 			l.mu.Unlock()

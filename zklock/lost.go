@@ -13,7 +13,7 @@ type sub struct {
 	ch      chan struct{} // closed when the lease is lost; nil until Lost asks for it
 	fns     []*lossFunc   // AfterLost's functions, started when the lease is lost
 	session int64         // the session that owns the node (its ephemeralOwner); 0 until read
-	node    string
+	key     string        // the lease's Key: with its Token, it names the node (nodeOf)
 	expires time.Time     // the latest Expires of the lease
 	least   time.Duration // the smallest session timeout granted when expires was set
 }
@@ -54,13 +54,12 @@ func closedChan() chan struct{} {
 // the zk.Conn's state (every 1/40 of the session timeout, at most every 50ms, only
 // while some lease is watched), and keeps nothing once the lease is unlocked, lost or expired.
 func (l *Locker) Lost(lease distlock.Lease) <-chan struct{} {
-	_, node, err := l.leaseNode("Lost", lease)
-	if err != nil {
+	if _, _, err := l.leaseNode("Lost", lease); err != nil {
 		return nil
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := l.subscribeLocked(lease, node)
+	s := l.subscribeLocked(lease)
 	if s == nil {
 		return closedChan()
 	}
@@ -70,11 +69,11 @@ func (l *Locker) Lost(lease distlock.Lease) <-chan struct{} {
 	return s.ch
 }
 
-// subscribeLocked returns the subscription that watches lease (whose node is
-// node), made if need be, or nil when the lease is lost already: the Locker is
+// subscribeLocked returns the subscription that watches lease (validated by
+// leaseNode), made if need be, or nil when the lease is lost already: the Locker is
 // closed, the lease was reported lost, its Expires has passed, or the session was
 // granted a shorter timeout since its Expires was set. l.mu is held.
-func (l *Locker) subscribeLocked(lease distlock.Lease, node string) *sub {
+func (l *Locker) subscribeLocked(lease distlock.Lease) *sub {
 	if l.closed {
 		return nil
 	}
@@ -87,7 +86,7 @@ func (l *Locker) subscribeLocked(lease distlock.Lease, node string) *sub {
 		}
 		return s
 	}
-	s := &sub{node: node, expires: lease.Expires}
+	s := &sub{key: lease.Key, expires: lease.Expires}
 	h := l.held[lease.Token]
 	if h != nil {
 		s.least = h.least
@@ -102,7 +101,7 @@ func (l *Locker) subscribeLocked(lease distlock.Lease, node string) *sub {
 	if !l.monitoring {
 		l.monitoring = l.spawnLocked(l.monitor)
 	}
-	if h != nil && h.node == node && h.fence == lease.Fence {
+	if h != nil && h.key == lease.Key && h.fence == lease.Fence {
 		// TryLock returned the lease and nothing released it since: its node is
 		// the one that its acquisition created (the path names it), owned by
 		// h.session, which the monitor watches from here on.
@@ -136,7 +135,7 @@ func (s *sub) fire() {
 func (l *Locker) readOwner(token string, fence uint64, s *sub) {
 	backoff := reapMinBackoff
 	for {
-		exists, stat, err := l.conn.Exists(s.node)
+		exists, stat, err := l.conn.Exists(l.nodeOf(s.key, token))
 		sid := l.conn.SessionID() // after the reply: a session that ended is replaced by then
 		l.mu.Lock()
 		if l.subs[token] != s {
@@ -191,7 +190,7 @@ func (l *Locker) loseLocked(token string, s *sub) {
 				t.Stop()
 			}
 		}
-		l.reapNode(s.node, owner)
+		l.reapNode(l.nodeOf(s.key, token), owner)
 		l.mu.Lock()
 		delete(l.dead, token)
 		l.mu.Unlock()

@@ -84,7 +84,7 @@ func (l *Locker) confirmLease(ctx context.Context, lease distlock.Lease, node st
 	l.mu.Lock()
 	h := l.held[lease.Token]
 	l.mu.Unlock()
-	if h != nil && h.node == node && h.fence == lease.Fence {
+	if h != nil && h.key == lease.Key && h.fence == lease.Fence {
 		if err := l.check(ctx, node); err != nil {
 			return 0, 0, err
 		}

@@ -60,7 +60,7 @@ type Locker struct {
 // A heldLease is a lease that this Locker's TryLock returned and that no Unlock,
 // Renew or loss has found released yet: Close deletes its node.
 type heldLease struct {
-	node    string
+	key     string        // the lease's Key: with its Token, it names the node (nodeOf)
 	session int64         // the node's owner
 	fence   uint64        // the node's czxid: the lease's Fence
 	least   time.Duration // the smallest session timeout granted when Expires was last set
@@ -131,13 +131,14 @@ func (l *Locker) Close() error {
 			s.fire()
 			delete(l.subs, tok)
 			owner := l.owner(s)
-			reaped[s.node] = true
-			l.cleanupLocked(func() { l.reapNode(s.node, owner) })
+			node := l.nodeOf(s.key, tok)
+			reaped[node] = true
+			l.cleanupLocked(func() { l.reapNode(node, owner) })
 		}
 		for tok, h := range l.held {
 			delete(l.held, tok)
-			if !reaped[h.node] {
-				l.cleanupLocked(func() { l.reapNode(h.node, h.session) })
+			if node := l.nodeOf(h.key, tok); !reaped[node] {
+				l.cleanupLocked(func() { l.reapNode(node, h.session) })
 			}
 		}
 		for kp, ws := range l.pending {
@@ -228,6 +229,14 @@ func (l *Locker) dropHeld(token string) {
 
 // keyPath returns the path of key's node.
 func (l *Locker) keyPath(key string) string { return l.o.Prefix + "/" + keyName(key) }
+
+// nodeOf returns the path of the lock node of the lease with key and token (a
+// Token that parseToken accepted), so that the Locker keeps a key (the caller's
+// string) rather than a path of its own per lease.
+func (l *Locker) nodeOf(key, token string) string {
+	h, _ := parseToken(token)
+	return h.nodePath(l.keyPath(key))
+}
 
 // opError returns the error of a failed call: an *distlock.OpError.
 func opError(op, key string, err error) error {
