@@ -47,10 +47,11 @@ func closedChan() chan struct{} {
 // nobody else takes the key before the Expires that its holder was given).
 //
 // Lost returns nil for a lease whose Token this package did not make. Call it with the
-// Locker that acquired the lease. It reads the lease's node in the background (again
-// after a connection error), and closes the channel at once when the node is gone (the
-// lease was unlocked) or does not belong to the connection's session (the session that
-// took the lease ended). Then it watches that session, the node's owner, by polling
+// Locker that acquired the lease. For a lease that this Locker's TryLock did not
+// return, or that was released since, it reads the lease's node in the background
+// (again after a connection error), and closes the channel at once when the node is
+// gone (the lease was unlocked) or does not belong to the connection's session (the
+// session that took the lease ended); a lease that TryLock returned is known. Then it watches that session, the node's owner, by polling
 // the zk.Conn's state (every 1/40 of the session timeout, at most every 50ms, only
 // while some lease is watched), and keeps nothing once the lease is unlocked, lost or expired.
 func (l *Locker) Lost(lease distlock.Lease) <-chan struct{} {

@@ -20,7 +20,8 @@ import (
 // Renew whose outcome is unknown leaves the server as it was. It returns an error
 // wrapping distlock.ErrNotHeld when the node is gone, belongs to another session (the
 // one that created it ended, or the lease is another client's), or the lease was
-// reported lost (see Lost). Errors are *distlock.OpError.
+// reported lost (see Lost). Concurrent Renews of one Locker share multis of checks
+// (see "Round trips" in the package doc). Errors are *distlock.OpError.
 func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
 	_, node, err := l.leaseNode("Renew", lease)
 	if err != nil {

@@ -27,12 +27,14 @@ const (
 
 // A Locker takes leases on keys as ephemeral-sequential nodes of one ZooKeeper
 // session (a Session). It implements distlock.Locker, distlock.Waiter,
-// distlock.Inspector and distlock.LossNotifier, and is safe for concurrent use.
+// distlock.Inspector, distlock.LossNotifier and distlock.LossWatcher, and is safe
+// for concurrent use.
 //
 // Each TryLock and Wait runs its ZooKeeper requests in a goroutine of the Locker, so
 // that the call can return when its context ends while the requests finish (and clean
 // up) in the background. The Locker's other goroutines remove nodes that a cancelled
-// or failed call left behind, and watch the session for Lost. Close stops them all.
+// or failed call left behind, watch the session for Lost, and send Renew's checks.
+// Close stops them all.
 type Locker struct {
 	sess *Session
 	conn *zk.Conn
