@@ -136,6 +136,10 @@
 // DisconnectGrace to ride out short disconnections (a leader election takes a second
 // or two); the lease's Expires bounds it in any case.
 //
+// AfterLost (distlock.LossWatcher, which distlock.Hold uses) runs a function when
+// Lost's channel would close, with no goroutine per lease: the lease's
+// subscription keeps the function, and whatever ends the lease starts it.
+//
 // The Locker observes the session by polling the connection's State and SessionID
 // (cheap atomic loads) while some lease is watched, and leaves go-zookeeper's events
 // to the caller (ConnectOptions.ZK can pass zk.WithEventCallback).
@@ -199,6 +203,22 @@
 // (another client made it with its own ACL) makes the multi fail: TryLock then falls
 // back to a plain create, and reads the Fence with the listing. The setData writes
 // the key node's data, which is empty, as empty.
+//
+// Renewals of many leases share round trips and transactions: ZooKeeper commits
+// every write, even a check that changes nothing, as a transaction of its own
+// (logged and synced), so the cost of many Renews is server writes more than round
+// trips (go-zookeeper pipelines requests on its connection anyway). The checks of
+// concurrent Renews of one Locker go as one multi (group commit: at most 2 multis
+// in flight, up to 1,000 checks each, the checks that come meanwhile wait for the
+// next), which is one transaction. A multi that fails names its first failed
+// check: that lease gets its answer (its node is gone: ErrNotHeld), and the other
+// checks go again, in two halves at once, so each lease's answer is that of a check
+// of its own. A lease that this Locker's TryLock returned needs no read beside its
+// check: its node's path names its acquisition (128 random bits), so the node's
+// owner session and czxid are those that TryLock saw. With 10,000 leases under
+// distlock.Hold, that is about 0.03 requests per renewal instead of 2, and no
+// goroutine per lease (Lost's subscriptions run AfterLost's functions, see
+// distlock.LossWatcher).
 //
 // # Consistency
 //

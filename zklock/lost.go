@@ -10,9 +10,10 @@ import (
 
 // A sub is a Lost subscription: one lease that someone watches.
 type sub struct {
-	ch      chan struct{} // closed when the lease is lost
+	ch      chan struct{} // closed when the lease is lost; nil until Lost asks for it
+	fns     []*lossFunc   // AfterLost's functions, started when the lease is lost
 	session int64         // the session that owns the node (its ephemeralOwner); 0 until read
-	node    string
+	key     string        // the lease's Key: with its Token, it names the node (nodeOf)
 	expires time.Time     // the latest Expires of the lease
 	least   time.Duration // the smallest session timeout granted when expires was set
 }
@@ -46,49 +47,84 @@ func closedChan() chan struct{} {
 // nobody else takes the key before the Expires that its holder was given).
 //
 // Lost returns nil for a lease whose Token this package did not make. Call it with the
-// Locker that acquired the lease. It reads the lease's node in the background (again
-// after a connection error), and closes the channel at once when the node is gone (the
-// lease was unlocked) or does not belong to the connection's session (the session that
-// took the lease ended). Then it watches that session, the node's owner, by polling
+// Locker that acquired the lease. For a lease that this Locker's TryLock did not
+// return, or that was released since, it reads the lease's node in the background
+// (again after a connection error), and closes the channel at once when the node is
+// gone (the lease was unlocked) or does not belong to the connection's session (the
+// session that took the lease ended); a lease that TryLock returned is known. Then it watches that session, the node's owner, by polling
 // the zk.Conn's state (every 1/40 of the session timeout, at most every 50ms, only
 // while some lease is watched), and keeps nothing once the lease is unlocked, lost or expired.
 func (l *Locker) Lost(lease distlock.Lease) <-chan struct{} {
-	_, node, err := l.leaseNode("Lost", lease)
-	if err != nil {
+	if _, _, err := l.leaseNode("Lost", lease); err != nil {
 		return nil
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
+	s := l.subscribeLocked(lease)
+	if s == nil {
 		return closedChan()
 	}
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.ch
+}
+
+// subscribeLocked returns the subscription that watches lease (validated by
+// leaseNode), made if need be, or nil when the lease is lost already: the Locker is
+// closed, the lease was reported lost, its Expires has passed, or the session was
+// granted a shorter timeout since its Expires was set. l.mu is held.
+func (l *Locker) subscribeLocked(lease distlock.Lease) *sub {
+	if l.closed {
+		return nil
+	}
 	if _, dead := l.dead[lease.Token]; dead {
-		return closedChan()
+		return nil
 	}
 	if s := l.subs[lease.Token]; s != nil {
 		if lease.Expires.After(s.expires) {
 			s.expires = lease.Expires
 		}
-		return s.ch
+		return s
 	}
-	s := &sub{ch: make(chan struct{}), node: node, expires: lease.Expires}
-	if h := l.held[lease.Token]; h != nil {
+	s := &sub{key: lease.Key, expires: lease.Expires}
+	h := l.held[lease.Token]
+	if h != nil {
 		s.least = h.least
 	} else {
 		s.least, _ = l.sess.bounds()
 	}
 	if least, _ := l.sess.bounds(); !time.Now().Before(lease.Expires) || least < s.least {
 		l.loseLocked(lease.Token, s)
-		return s.ch
+		return nil
 	}
 	l.subs[lease.Token] = s
 	if !l.monitoring {
 		l.monitoring = l.spawnLocked(l.monitor)
 	}
+	if h != nil && h.key == lease.Key && h.fence == lease.Fence {
+		// TryLock returned the lease and nothing released it since: its node is
+		// the one that its acquisition created (the path names it), owned by
+		// h.session, which the monitor watches from here on.
+		s.session = h.session
+		return s
+	}
 	// The lease may have been unlocked already, or belong to another session (an
 	// ended one, or another client's): read the node in the background.
 	l.spawnLocked(func() { l.readOwner(lease.Token, lease.Fence, s) })
-	return s.ch
+	return s
+}
+
+// fire closes s's channel, if Lost made one, and starts its AfterLost functions,
+// each in its own goroutine. l.mu is held.
+func (s *sub) fire() {
+	if s.ch != nil {
+		close(s.ch)
+	}
+	for _, fn := range s.fns {
+		go fn.f()
+	}
+	s.fns = nil
 }
 
 // readOwner reads the node of the Lost subscription s and records the session that
@@ -100,7 +136,7 @@ func (l *Locker) Lost(lease distlock.Lease) <-chan struct{} {
 func (l *Locker) readOwner(token string, fence uint64, s *sub) {
 	backoff := reapMinBackoff
 	for {
-		exists, stat, err := l.conn.Exists(s.node)
+		exists, stat, err := l.conn.Exists(l.nodeOf(s.key, token))
 		sid := l.conn.SessionID() // after the reply: a session that ended is replaced by then
 		l.mu.Lock()
 		if l.subs[token] != s {
@@ -109,7 +145,7 @@ func (l *Locker) readOwner(token string, fence uint64, s *sub) {
 		}
 		if err == nil {
 			if !exists || uint64(stat.Czxid) != fence || stat.EphemeralOwner != sid {
-				close(s.ch)
+				s.fire()
 				delete(l.subs, token)
 			} else {
 				s.session = stat.EphemeralOwner
@@ -137,7 +173,7 @@ func (l *Locker) readOwner(token string, fence uint64, s *sub) {
 // the holder was told of the loss, but a holder that did not look may still count on
 // its Expires, so the key must not be free for another before it. l.mu is held.
 func (l *Locker) loseLocked(token string, s *sub) {
-	close(s.ch)
+	s.fire()
 	delete(l.subs, token)
 	delete(l.held, token)
 	owner := l.owner(s)
@@ -155,7 +191,7 @@ func (l *Locker) loseLocked(token string, s *sub) {
 				t.Stop()
 			}
 		}
-		l.reapNode(s.node, owner)
+		l.reapNode(l.nodeOf(s.key, token), owner)
 		l.mu.Lock()
 		delete(l.dead, token)
 		l.mu.Unlock()
@@ -170,7 +206,7 @@ func (l *Locker) dropSub(token string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if s := l.subs[token]; s != nil {
-		close(s.ch)
+		s.fire()
 		delete(l.subs, token)
 	}
 }

@@ -27,12 +27,14 @@ const (
 
 // A Locker takes leases on keys as ephemeral-sequential nodes of one ZooKeeper
 // session (a Session). It implements distlock.Locker, distlock.Waiter,
-// distlock.Inspector and distlock.LossNotifier, and is safe for concurrent use.
+// distlock.Inspector, distlock.LossNotifier and distlock.LossWatcher, and is safe
+// for concurrent use.
 //
 // Each TryLock and Wait runs its ZooKeeper requests in a goroutine of the Locker, so
 // that the call can return when its context ends while the requests finish (and clean
 // up) in the background. The Locker's other goroutines remove nodes that a cancelled
-// or failed call left behind, and watch the session for Lost. Close stops them all.
+// or failed call left behind, watch the session for Lost, and send Renew's checks.
+// Close stops them all.
 type Locker struct {
 	sess *Session
 	conn *zk.Conn
@@ -54,13 +56,15 @@ type Locker struct {
 	dead       map[string]struct{}       // Tokens declared lost whose node is being removed
 	pending    map[string][]*pendingWait // waiter nodes for TryLock to claim, by key path
 	monitoring bool                      // the monitor goroutine runs
+	checks     checks                    // Renew's checks waiting for a multi
 }
 
 // A heldLease is a lease that this Locker's TryLock returned and that no Unlock,
 // Renew or loss has found released yet: Close deletes its node.
 type heldLease struct {
-	node    string
+	key     string        // the lease's Key: with its Token, it names the node (nodeOf)
 	session int64         // the node's owner
+	fence   uint64        // the node's czxid: the lease's Fence
 	least   time.Duration // the smallest session timeout granted when Expires was last set
 }
 
@@ -69,6 +73,7 @@ var (
 	_ distlock.Waiter       = (*Locker)(nil)
 	_ distlock.Inspector    = (*Locker)(nil)
 	_ distlock.LossNotifier = (*Locker)(nil)
+	_ distlock.LossWatcher  = (*Locker)(nil)
 )
 
 // New returns a Locker that takes its leases in s's session, whose granted session
@@ -125,16 +130,17 @@ func (l *Locker) Close() error {
 		close(l.done)
 		reaped := make(map[string]bool)
 		for tok, s := range l.subs {
-			close(s.ch)
+			s.fire()
 			delete(l.subs, tok)
 			owner := l.owner(s)
-			reaped[s.node] = true
-			l.cleanupLocked(func() { l.reapNode(s.node, owner) })
+			node := l.nodeOf(s.key, tok)
+			reaped[node] = true
+			l.cleanupLocked(func() { l.reapNode(node, owner) })
 		}
 		for tok, h := range l.held {
 			delete(l.held, tok)
-			if !reaped[h.node] {
-				l.cleanupLocked(func() { l.reapNode(h.node, h.session) })
+			if node := l.nodeOf(h.key, tok); !reaped[node] {
+				l.cleanupLocked(func() { l.reapNode(node, h.session) })
 			}
 		}
 		for kp, ws := range l.pending {
@@ -225,6 +231,14 @@ func (l *Locker) dropHeld(token string) {
 
 // keyPath returns the path of key's node.
 func (l *Locker) keyPath(key string) string { return l.o.Prefix + "/" + keyName(key) }
+
+// nodeOf returns the path of the lock node of the lease with key and token (a
+// Token that parseToken accepted), so that the Locker keeps a key (the caller's
+// string) rather than a path of its own per lease.
+func (l *Locker) nodeOf(key, token string) string {
+	h, _ := parseToken(token)
+	return h.nodePath(l.keyPath(key))
+}
 
 // opError returns the error of a failed call: an *distlock.OpError.
 func opError(op, key string, err error) error {
