@@ -5,6 +5,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/distlock/distlock/internal/testenv"
 	"github.com/distlock/distlock/zklock"
 )
 
@@ -22,7 +23,10 @@ func newZKLockClient(ctx context.Context, addr string, route Route, cfg Config) 
 	if err != nil {
 		return nil, err
 	}
-	l, err := zklock.New(sess, nil)
+	// The servers' real tick, as zklock's doc advises: the default (half the
+	// session timeout) caps a lease at 5/12 of it, and W5's 10,000 leases then
+	// need a renewal answered within 0.83 s.
+	l, err := zklock.New(sess, &zklock.Options{TickTime: testenv.ZooKeeperTickTime})
 	if err != nil {
 		sess.Close()
 		return nil, err
