@@ -183,23 +183,29 @@ func (h *Held) start(lease Lease) {
 		h.active++
 	}
 	h.mu.Unlock()
+	var stopLoss func() bool
 	switch {
 	case watcher:
-		stop := w.AfterLost(lease, func() {
+		stopLoss = w.AfterLost(lease, func() {
 			if h.ctx.Err() == nil {
 				h.lose(lossErr(lease.Key))
 			}
 			h.end()
 		})
-		context.AfterFunc(h.ctx, func() {
-			if stop() {
-				h.end()
-			}
-		})
 	case lost != nil:
 		go h.watchLoss(lease.Key, lost)
 	}
-	context.AfterFunc(h.ctx, h.disarm)
+	if stopLoss == nil {
+		context.AfterFunc(h.ctx, h.disarm)
+		return
+	}
+	// One AfterFunc for both (each costs heap per held lease).
+	context.AfterFunc(h.ctx, func() {
+		h.disarm()
+		if stopLoss() {
+			h.end()
+		}
+	})
 }
 
 // lossErr is the error of a lease that its Locker reported lost.
