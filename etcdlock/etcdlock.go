@@ -43,6 +43,8 @@ type Locker struct {
 	pool     leasePool            // spare leases, and the leases of acquisitions
 
 	waiters *waitq.Queue // wakes the Waits of a key one at a time
+
+	reads readBatch // Renew's reads, batched
 }
 
 var (
