@@ -18,8 +18,8 @@ import (
 const backend = "etcdlock"
 
 // A Locker acquires leases on keys in etcd through one clientv3.Client. It
-// implements distlock.Locker, distlock.Waiter, distlock.Inspector and
-// distlock.LossNotifier, and is safe for concurrent use. The zero value is not
+// implements distlock.Locker, distlock.Waiter, distlock.Inspector,
+// distlock.LossNotifier and distlock.LossWatcher, and is safe for concurrent use. The zero value is not
 // usable; call New, and Close when done.
 type Locker struct {
 	client *clientv3.Client
@@ -36,13 +36,15 @@ type Locker struct {
 	closed chan struct{} // closed when Close has finished
 
 	mu       sync.Mutex
-	shut     bool // Close was called; guards wg.Add
-	lost     map[lostKey]chan struct{}
-	sighting map[string]sighting  // what failed TryLocks saw, for Wait
-	watches  map[string]*keyWatch // by key: the watches that Waits share
-	pool     leasePool            // spare leases, and the leases of acquisitions
+	shut     bool                   // Close was called; guards wg.Add
+	lost     map[lostKey]*lossEntry // what Lost and AfterLost wait for
+	sighting map[string]sighting    // what failed TryLocks saw, for Wait
+	watches  map[string]*keyWatch   // by key: the watches that Waits share
+	pool     leasePool              // spare leases, and the leases of acquisitions
 
 	waiters *waitq.Queue // wakes the Waits of a key one at a time
+
+	reads readBatch // Renew's reads, batched
 }
 
 var (
@@ -50,6 +52,7 @@ var (
 	_ distlock.Waiter       = (*Locker)(nil)
 	_ distlock.Inspector    = (*Locker)(nil)
 	_ distlock.LossNotifier = (*Locker)(nil)
+	_ distlock.LossWatcher  = (*Locker)(nil)
 )
 
 // New returns a Locker that uses client, which the caller keeps and closes (after
@@ -66,7 +69,7 @@ func New(client *clientv3.Client, opts *Options) (*Locker, error) {
 	}
 	closing, stop := context.WithCancel(context.Background())
 	return &Locker{client: client, o: o, watchIdle: watchIdle, closing: closing, stop: stop, closed: make(chan struct{}),
-		lost: make(map[lostKey]chan struct{}), sighting: make(map[string]sighting), watches: make(map[string]*keyWatch),
+		lost: make(map[lostKey]*lossEntry), sighting: make(map[string]sighting), watches: make(map[string]*keyWatch),
 		waiters: waitq.New(0),
 		pool:    leasePool{spares: make(map[int64][]leaseInfo), held: make(map[lostKey]leaseInfo), pruneAt: 256}}, nil
 }
@@ -89,8 +92,8 @@ func (l *Locker) Close() error {
 		return nil
 	}
 	l.shut = true
-	for lk, ch := range l.lost {
-		close(ch)
+	for lk, e := range l.lost {
+		e.end()
 		delete(l.lost, lk)
 	}
 	for key, kw := range l.watches {

@@ -59,8 +59,9 @@ func TestRoundTrips(t *testing.T) {
 		lease, err = l.TryLock(ctxFor(t, 5*time.Second), key, 3*time.Second)
 		return err
 	})
-	// Range, LeaseKeepAlive, Range (the key is still on the refreshed lease).
-	count("Renew with the same ttl", 3, func() (err error) {
+	// LeaseKeepAlive, Range (the key is still on the
+	// refreshed lease; a Txn of Gets, shared with concurrent Renews).
+	count("Renew with the same ttl", 2, func() (err error) {
 		lease, err = l.Renew(ctxFor(t, 5*time.Second), lease, 3*time.Second)
 		return err
 	})
@@ -68,7 +69,7 @@ func TestRoundTrips(t *testing.T) {
 		lease, err = l.Renew(ctxFor(t, 5*time.Second), lease, 5*time.Second)
 		return err
 	})
-	count("Renew with a shorter ttl", 3, func() (err error) {
+	count("Renew with a shorter ttl", 2, func() (err error) {
 		lease, err = l.Renew(ctxFor(t, 5*time.Second), lease, 2*time.Second)
 		return err
 	})
@@ -198,6 +199,12 @@ func TestPartitionedHolder(t *testing.T) {
 		t.Fatalf("Inspect: %+v, %v", h, err)
 	}
 
+	// A Renew before the partition: the proxy's blackhole drops bytes inside a
+	// TCP connection (no real network does: TCP resends them), which leaves the
+	// server's HPACK table without the headers first sent during it, and the
+	// connection unusable. So every request Renew makes is sent once before.
+	la, err = a.Renew(ctxFor(t, 5*time.Second), la, ttl)
+	require.NoError(t, err)
 	p.Blackhole()
 	if _, err := a.Renew(ctxFor(t, 500*time.Millisecond), la, ttl); err == nil || errors.Is(err, distlock.ErrNotHeld) {
 		t.Fatalf("Renew through the partition: %v; want a transport error", err)

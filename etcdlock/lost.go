@@ -2,6 +2,7 @@ package etcdlock
 
 import (
 	"context"
+	"slices"
 
 	"github.com/distlock/distlock"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -12,6 +13,17 @@ type lostKey struct {
 	key   string
 	fence uint64
 }
+
+// A lossEntry is what the Locker keeps for one acquisition that Lost or AfterLost
+// asked about: the channel Lost returned, and the functions AfterLost registered,
+// which run when the channel closes. One watch serves them all. l.mu guards it.
+type lossEntry struct {
+	ch  chan struct{}
+	fns []*lossFunc
+}
+
+// A lossFunc is one AfterLost arrangement, kept until it runs or is stopped.
+type lossFunc struct{ f func() }
 
 // Lost returns a channel that is closed when the server shows that lease's
 // acquisition has ended: its key was deleted (Unlock, or the lease expired or was
@@ -25,7 +37,6 @@ func (l *Locker) Lost(lease distlock.Lease) <-chan struct{} {
 	if checkLease(lease) != nil {
 		return nil
 	}
-	lk := lostKey{lease.Key, lease.Fence}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.shut {
@@ -33,27 +44,70 @@ func (l *Locker) Lost(lease distlock.Lease) <-chan struct{} {
 		close(ch)
 		return ch
 	}
-	if ch, ok := l.lost[lk]; ok {
-		return ch
-	}
-	ch := make(chan struct{})
-	l.lost[lk] = ch
-	l.spawn(func() { l.watchLoss(lk, ch) }) // l.mu held, !l.shut
-	return ch
+	return l.lossOf(lostKey{lease.Key, lease.Fence}).ch
 }
 
-// watchLoss closes ch once the acquisition lk ended, and forgets it; Close closes
-// it instead when it comes first.
-func (l *Locker) watchLoss(lk lostKey, ch chan struct{}) {
+// AfterLost runs f in its own goroutine once Lost(lease)'s channel closes (the
+// acquisition ended, or Close was called), at once for a Lease that etcdlock did
+// not issue or after Close, and soon (after the watch's first reply) for one that
+// is not held. It shares Lost's watch of the acquisition, so it adds no goroutine
+// of its own; stop reports whether it kept f from running.
+func (l *Locker) AfterLost(lease distlock.Lease, f func()) (stop func() bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if checkLease(lease) != nil || l.shut {
+		go f()
+		return func() bool { return false }
+	}
+	lk := lostKey{lease.Key, lease.Fence}
+	e := l.lossOf(lk)
+	fn := &lossFunc{f: f}
+	e.fns = append(e.fns, fn)
+	return func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		i := slices.Index(e.fns, fn)
+		if i < 0 {
+			return false
+		}
+		e.fns = slices.Delete(e.fns, i, i+1)
+		return true
+	}
+}
+
+// lossOf returns the lossEntry of lk, and starts its watch when it has none. l.mu
+// is held, and !l.shut.
+func (l *Locker) lossOf(lk lostKey) *lossEntry {
+	if e, ok := l.lost[lk]; ok {
+		return e
+	}
+	e := &lossEntry{ch: make(chan struct{})}
+	l.lost[lk] = e
+	l.spawn(func() { l.watchLoss(lk, e) }) // l.mu held, !l.shut
+	return e
+}
+
+// end closes the channel of e and starts its functions. l.mu is held.
+func (e *lossEntry) end() {
+	close(e.ch)
+	for _, fn := range e.fns {
+		go fn.f()
+	}
+	e.fns = nil
+}
+
+// watchLoss ends e once the acquisition lk ended, and forgets it; Close ends it
+// instead when it comes first.
+func (l *Locker) watchLoss(lk lostKey, e *lossEntry) {
 	ended := l.awaitLoss(lk)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.lost[lk] != ch {
-		return // Close closed it
+	if l.lost[lk] != e {
+		return // Close ended it
 	}
 	delete(l.lost, lk)
 	if ended {
-		close(ch)
+		e.end()
 	}
 }
 
