@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/redlock"
 )
 
 // infoStat reads one counter of INFO stats from c.
@@ -29,6 +30,11 @@ func infoStat(t *testing.T, c redis.UniversalClient, name string) int64 {
 	t.Fatalf("no %s in INFO stats", name)
 	return 0
 }
+
+// sharedOpts gives the renewals of the shared-renewal tests a node timeout that
+// -race on a loaded machine keeps: they count round trips and check each lease's
+// result, not timeouts (1,000 renewals are one pipeline of 1,000 scripts per node).
+var sharedOpts = &redlock.Options{NodeTimeout: 5 * time.Second}
 
 // holdMany takes n leases of ttl on keys prefix-0 ... prefix-(n-1), a few at a time.
 func holdMany(t *testing.T, l interface {
@@ -56,7 +62,7 @@ func holdMany(t *testing.T, l interface {
 // trips): they go out pipelined, one batch per master.
 func TestRenewShared(t *testing.T) {
 	const leases, ttl = 1000, time.Minute
-	l := newLocker(t, nil)
+	l := newLocker(t, sharedOpts)
 	raws := clients(t, nodeAddrs())
 	ctx := t.Context()
 	held := holdMany(t, l, t.Name(), leases, ttl)
@@ -103,7 +109,7 @@ func TestRenewShared(t *testing.T) {
 // five masters is still renewed (quorum 3), one that lost it on three is not held.
 func TestRenewSharedMixed(t *testing.T) {
 	const leases, ttl = 300, time.Minute
-	l := newLocker(t, nil)
+	l := newLocker(t, sharedOpts)
 	raws := clients(t, nodeAddrs())
 	ctx := t.Context()
 	held := holdMany(t, l, t.Name(), leases, ttl)
