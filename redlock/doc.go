@@ -40,7 +40,12 @@
 //  4. Renew extends the token's locks (an owner-checked PEXPIRE that never shortens
 //     a lock) on every master and needs a quorum; Unlock deletes them (owner-checked) on every master and
 //     publishes the release (the SHA-1 of the token); Wait subscribes to that
-//     release on every master.
+//     release on every master. Concurrent Renews of one Locker (distlock.Hold with
+//     many leases) share round trips: while one Renew's script is in flight on a
+//     master, the others queue and go out in the next pipeline to that master
+//     (internal/redisx's RunShared), each with its own reply, so every lease's
+//     quorum is counted from its own answers (TestRenewShared: 1,000 concurrent
+//     Renews cost each master about 0.01 reads per renewal, not 0.8).
 //
 // TryLock returns distlock.ErrLocked only when other owners' locks on the masters
 // that answered kept the attempt from a quorum those masters could have given; when

@@ -55,7 +55,9 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 		if !ours { // a token with '|' is none of ours: it owns nothing
 			return false, nil
 		}
-		return l.nodes[i].Renew(ctx, n.Lock, lease.Token, ms)
+		// Concurrent Renews of this Locker share one pipeline per node
+		// (redisx.Node.RunShared); each gets its own reply.
+		return l.nodes[i].RenewShared(ctx, n.Lock, lease.Token, ms)
 	}, nil, l.decidedBool, true)
 	var extended []int
 	notHeld := 0
