@@ -99,7 +99,7 @@ var AllFacts = []Facts{
 		Consistency: "ZooKeeper (ZAB consensus): linearizable writes; the lowest ephemeral-sequential node holds; Renew is a write through the leader, so a server cut off from the quorum extends nothing",
 		Fence:       "the lock node's czxid (ensemble-wide transaction id)",
 		AutoRelease: "when the holder's session expires: the session timeout after the leader last heard of it (a clean close frees at once)",
-		Wakeup:      "watch on the predecessor; the first 3 waiters queue lock nodes behind the holder, so a release hands over the key with no round trip after the watch event (Waiter)",
+		Wakeup:      "watch on the predecessor; with Options.WaitContends (as measured here) the first 3 waiters queue lock nodes behind the holder, so a release hands over the key with no round trip after the watch event (Waiter)",
 		Expiry:      "per session; a lease's Expires is capped at 2/3 S - TickTime/2 of the granted session timeout S (5/12 S with the default TickTime S/2)",
 		Needs:       "ZooKeeper 3.5+ (an ensemble of 3 or 5 in production); a zklock.Connect Session, which reads the granted timeout",
 		Safe: Safety{

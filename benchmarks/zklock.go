@@ -26,7 +26,8 @@ func newZKLockClient(ctx context.Context, addr string, route Route, cfg Config) 
 	// The servers' real tick, as zklock's doc advises: the default (half the
 	// session timeout) caps a lease at 5/12 of it, and W5's 10,000 leases then
 	// need a renewal answered within 0.83 s.
-	l, err := zklock.New(sess, &zklock.Options{TickTime: testenv.ZooKeeperTickTime})
+	// WaitContends: distlock.Lock follows every Wait with a TryLock at once.
+	l, err := zklock.New(sess, &zklock.Options{TickTime: testenv.ZooKeeperTickTime, WaitContends: true})
 	if err != nil {
 		sess.Close()
 		return nil, err

@@ -56,7 +56,7 @@ func TestKeyNodeWithoutWrite(t *testing.T) {
 // afresh and counts from before that write.
 func TestClaimedWaitExpires(t *testing.T) {
 	a := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
-	b := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
+	b := newClient(t, standaloneAddrs(), sessionTimeout, &zklock.Options{WaitContends: true}, false)
 	t0 := time.Now()
 	probe, err := b.l.TryLock(ctxT(t), uniqueKey(t)+"-probe", time.Minute)
 	require.NoError(t, err)

@@ -56,6 +56,14 @@ type Options struct {
 	// across short disconnections; the lease's Expires bounds it in any case. It must
 	// not be negative.
 	DisconnectGrace time.Duration
+	// WaitContends makes the first 3 Waits of a key queue a lock node behind the
+	// holder while they wait, so that a release hands the key to the next waiter
+	// with no round trip after the watch event (the TryLock that follows takes the
+	// lease over). Set it only when every Wait is followed by a TryLock at once
+	// (distlock.Lock and Do do so): a Wait that returns nil without a TryLock keeps
+	// the key from everyone for up to 1 s, and Inspect reports its node as the
+	// holder. election's Observe calls Wait without a TryLock. Default false.
+	WaitContends bool
 }
 
 // withDefaults returns o with its zero fields filled in for a session whose smallest

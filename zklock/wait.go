@@ -233,7 +233,7 @@ func (l *Locker) queue(abandon <-chan struct{}, keyPath string) (path string, pr
 	if !ok {
 		return path, nil, fmt.Errorf("unexpected waiter node name %s", path[len(keyPath)+1:])
 	}
-	noPre := false // the head makes no lock node (see above)
+	noPre := !l.o.WaitContends // the head makes no lock node (see above)
 	dropPre := func() {
 		l.reapNode(pre.node, pre.owner)
 		pre, noPre = nil, true

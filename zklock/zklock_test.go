@@ -242,8 +242,8 @@ func TestExcludesZkLock(t *testing.T) {
 	}
 	// A zklock waiter queues up first: zk.Lock must cope with its waiter node, and
 	// with the lock node that the head waiter queues behind the holder, which comes
-	// before zk.Lock's.
-	b := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
+	// before zk.Lock's (with Options.WaitContends).
+	b := newClient(t, standaloneAddrs(), sessionTimeout, &zklock.Options{WaitContends: true}, false)
 	bwoke := make(chan error, 1)
 	bctx := ctxT(t)
 	go func() { bwoke <- b.l.Wait(bctx, key) }()
