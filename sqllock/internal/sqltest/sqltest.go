@@ -1,7 +1,8 @@
 // Package sqltest holds the tests that every sqllock dialect package runs against
 // its database: table names, keys as bytes, hash collisions, owners, renewals that
-// never shorten, concurrent creation, the DDL, Prune, Close and the errors. Each
-// dialect's tests call Run with an Env that reaches its test server.
+// never shorten, many concurrent renewals, concurrent creation, the DDL, Prune,
+// Close and the errors. Each dialect's tests call Run with an Env that reaches its
+// test server.
 package sqltest
 
 import (
@@ -61,6 +62,7 @@ func Run(t *testing.T, e Env) {
 	t.Run("HashCollision", e.testHashCollision)
 	t.Run("OwnerAndRowsKept", e.testOwnerAndRowsKept)
 	t.Run("RenewNeverShortens", e.testRenewNeverShortens)
+	t.Run("RenewMany", e.testRenewMany)
 	t.Run("ConcurrentCreate", e.testConcurrentCreate)
 	t.Run("DDL", e.testDDL)
 	t.Run("Prune", e.testPrune)
