@@ -15,7 +15,9 @@ type LockOptions struct {
 	// uniform in (0, min(MaxBackoff, MinBackoff*2^n)]. Defaults 10ms and 1s.
 	MinBackoff, MaxBackoff time.Duration
 	// MaxWait bounds each call of the Locker's Wait, so that a lost wake-up costs at
-	// most MaxWait. Default 5s.
+	// most MaxWait: each call is cut at a uniform random time in [MaxWait/2,
+	// MaxWait], so that waiters that began together do not all try again together.
+	// Default 5s.
 	MaxWait time.Duration
 	// Observer sees the acquisition.
 	Observer Observer
@@ -51,6 +53,12 @@ func (o LockOptions) backoff(n int) time.Duration {
 		ceil = o.MinBackoff << n
 	}
 	return time.Duration(rand.Int64N(int64(ceil))) + 1
+}
+
+// maxWait returns the bound of one call of Wait: uniform in [MaxWait/2, MaxWait].
+func (o LockOptions) maxWait() time.Duration {
+	half := o.MaxWait / 2
+	return o.MaxWait - half + time.Duration(rand.Int64N(int64(half)+1))
 }
 
 // Lock blocks until it acquires key for ttl or ctx ends. Between attempts it uses the
@@ -118,7 +126,7 @@ func (lk *locking) run(ctx context.Context) (Lease, error) {
 		}
 		seen = err
 		if w != nil && errors.Is(err, ErrLocked) {
-			wctx, cancel := context.WithTimeout(ctx, o.MaxWait)
+			wctx, cancel := context.WithTimeout(ctx, o.maxWait())
 			t0 := time.Now()
 			werr := w.Wait(wctx, key)
 			cancel()

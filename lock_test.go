@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
@@ -166,23 +167,55 @@ func TestLockBackoffIsExponentialFullJitter(t *testing.T) {
 	})
 }
 
-// A lost wake-up costs at most MaxWait: Lock tries again when each Wait ends.
+// A lost wake-up costs at most MaxWait, and at least half of it: Lock tries
+// again when each Wait ends, at a time that differs between waiters.
 func TestLockWaitIsBoundedByMaxWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := memlock.New()
 		l := deafWaiter{m}
 		held, err := m.TryLock(t.Context(), "job", time.Hour)
 		require.NoError(t, err)
-		got := make(chan error, 1)
+		const waiters = 20
+		tried := make(chan time.Duration, waiters)
 		start := time.Now()
+		for range waiters {
+			go func() {
+				// Each gives up after its first Wait: only the Wait's end is timed.
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				_, err := distlock.Lock(ctx, l, "job", time.Minute, &distlock.LockOptions{
+					MaxWait: time.Second, MinBackoff: time.Hour, MaxBackoff: time.Hour,
+					Observer: distlock.Observer{OnEvent: func(_ context.Context, e distlock.Event) {
+						if e.Op == distlock.OpWait {
+							tried <- time.Since(start)
+							cancel()
+						}
+					}},
+				})
+				assert.ErrorIs(t, err, context.Canceled)
+			}()
+		}
+		distinct := map[time.Duration]bool{}
+		for range waiters {
+			d := <-tried
+			require.GreaterOrEqual(t, d, 500*time.Millisecond, "a Wait cut before MaxWait/2")
+			require.LessOrEqual(t, d, time.Second, "a Wait longer than MaxWait")
+			distinct[d] = true
+		}
+		require.Greater(t, len(distinct), waiters/2, "waiters that began together try again together")
+
+		got := make(chan error, 1)
 		go func() {
 			_, err := distlock.Lock(t.Context(), l, "job", time.Minute, &distlock.LockOptions{MaxWait: time.Second, MinBackoff: time.Hour, MaxBackoff: time.Hour})
 			got <- err
 		}()
-		time.Sleep(300 * time.Millisecond)
+		synctest.Wait() // Lock waits
+		start = time.Now()
 		require.NoError(t, m.Unlock(t.Context(), held)) // the Waiter misses this
 		require.NoError(t, <-got)
-		require.Equal(t, time.Second, time.Since(start), "Lock acquired later than MaxWait after a lost wake-up")
+		took := time.Since(start)
+		require.GreaterOrEqual(t, took, 500*time.Millisecond, "Lock did not wait")
+		require.LessOrEqual(t, took, time.Second, "Lock acquired later than MaxWait after a lost wake-up")
 	})
 }
 
