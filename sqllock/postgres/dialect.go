@@ -56,21 +56,20 @@ ON CONFLICT (key_hash) DO NOTHING`},
 		// common case, which touches no other row), and returns that fence; when it
 		// took nothing, it returns 0 if the statement's snapshot has an unexpired
 		// row of the key (held: one statement), -1 if the snapshot's row had
-		// expired (another acquire took it meanwhile, or Prune deleted it), and no
-		// row when the key has none; then insert decides. Every node of a statement
-		// is set up at each execution, run or not: the INSERT of insert, kept out
-		// of acquire, cost a third of the server's instructions per TryLock+Unlock
-		// (callgrind).
+		// expired (another acquire took it meanwhile, or Prune deleted it), and
+		// NULL when the key has no row; then insert decides. Every node of a
+		// statement is set up at each execution, run or not: the INSERT of insert,
+		// kept out of acquire, cost a fifth of the server's instructions per
+		// TryLock+Unlock (callgrind).
 		acquire: `WITH u AS (
 	UPDATE ` + t + ` SET token = $3, fence = fence + 1,
 		expires_at = now() + $4::bigint * interval '1 microsecond', owner = $5
 	WHERE key_hash = $1 AND lock_key = $2 AND expires_at <= now()
 	RETURNING fence
 )
-SELECT fence FROM u
-UNION ALL
-SELECT CASE WHEN k.expires_at > now() THEN 0 ELSE -1 END FROM ` + t + ` k
-WHERE k.key_hash = $1 AND k.lock_key = $2 AND NOT EXISTS (SELECT FROM u)`,
+SELECT COALESCE((SELECT fence FROM u),
+	(SELECT CASE WHEN k.expires_at > now() THEN 0 ELSE -1 END FROM ` + t + ` k
+	WHERE k.key_hash = $1 AND k.lock_key = $2))`,
 		// insert is the whole acquire in one statement, u as in acquire. Only when
 		// u took nothing and the statement's snapshot has no unexpired row of the
 		// key (so that the key is not plainly held), i inserts a new row, whose fence starts above
@@ -201,20 +200,20 @@ func (d *dialect) Acquire(ctx context.Context, r sqllock.Row, ttl time.Duration)
 	if err != nil {
 		return 0, false, sqllock.Session{}, sqllock.NotSent(err)
 	}
-	var fence int64
+	var got *int64
 	us := calls.Micros(ttl)
-	err = c.QueryRow(ctx, d.sql.acquire, r.Hash, r.Key, r.Token, us, d.owner).Scan(&fence)
+	err = c.QueryRow(ctx, d.sql.acquire, r.Hash, r.Key, r.Token, us, d.owner).Scan(&got)
 	switch {
-	case err == nil && fence > 0:
-		return fence, true, sess, nil
-	case err == nil && fence == 0:
-		return 0, false, sess, nil // held
-	case err == nil, errors.Is(err, pgx.ErrNoRows):
-		// No row (the key's first acquire), or another statement changed it
-		// meanwhile: insert decides.
-	default:
+	case err != nil:
 		return 0, false, sess, err
+	case got != nil && *got > 0:
+		return *got, true, sess, nil
+	case got != nil && *got == 0:
+		return 0, false, sess, nil // held
 	}
+	// No row (the key's first acquire), or another statement changed it
+	// meanwhile: insert decides.
+	var fence int64
 	err = c.QueryRow(ctx, d.sql.insert, r.Hash, r.Key, r.Token, us, d.owner).Scan(&fence)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, sess, nil
