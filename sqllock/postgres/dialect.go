@@ -112,9 +112,10 @@ RETURNING v.i`,
 		// once per released row (rows affected: 1 or 0); the notification is
 		// delivered when the statement commits. It notifies only when a Wait has
 		// registered the key (register.go).
+		// The payload is encode(key_hash, 'hex'), as payload(key).
 		release: `UPDATE ` + t + ` SET expires_at = now()
 WHERE key_hash = $1 AND lock_key = $2 AND token = $3 AND expires_at > now()
-RETURNING CASE WHEN NOT pg_try_advisory_xact_lock($6::int4, $7::int4) THEN pg_notify($4, $5) END`,
+RETURNING CASE WHEN NOT pg_try_advisory_xact_lock($4::int4, $5::int4) THEN pg_notify('` + channel + `', encode($1, 'hex')) END`,
 		inspect: `SELECT fence, owner, (EXTRACT(EPOCH FROM expires_at - now()) * 1000000)::bigint
 FROM ` + t + ` WHERE key_hash = $1 AND lock_key = $2 AND expires_at > now()`,
 		candidates: `SELECT key_hash FROM ` + t + `
@@ -138,8 +139,14 @@ func (s statements) ddl() []string { return append(append([]string(nil), s.creat
 // dialect runs the statements of one table on a pool.
 type dialect struct {
 	pool  *pgxpool.Pool
-	owner string
+	owner any // string, boxed once: a statement's arguments are interfaces
 	sql   statements
+	table any // sql.tableID, boxed once
+}
+
+func newDialect(pool *pgxpool.Pool, owner, table string) *dialect {
+	sql := newStatements(table)
+	return &dialect{pool: pool, owner: owner, sql: sql, table: sql.tableID}
 }
 
 var (
@@ -299,8 +306,7 @@ func (d *dialect) RenewBatch(ctx context.Context, rs []sqllock.Row, ttls []time.
 }
 
 func (d *dialect) Release(ctx context.Context, r sqllock.Row) (bool, error) {
-	tag, err := d.pool.Exec(ctx, d.sql.release, r.Hash, r.Key, r.Token, d.sql.channel, hex.EncodeToString(r.Hash),
-		d.sql.tableID, keyID(r.Hash))
+	tag, err := d.pool.Exec(ctx, d.sql.release, r.Hash, r.Key, r.Token, d.table, keyID(r.Hash))
 	if err != nil {
 		return false, err
 	}
