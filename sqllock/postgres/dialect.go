@@ -72,16 +72,17 @@ SELECT COALESCE((SELECT fence FROM u),
 	WHERE k.key_hash = $1 AND k.lock_key = $2))`,
 		// insert is the whole acquire in one statement, u as in acquire. Only when
 		// u took nothing and the statement's snapshot has no unexpired row of the
-		// key (so that the key is not plainly held), i inserts a new row, whose fence starts above
-		// the high-water mark, read under FOR KEY SHARE: Prune takes FOR UPDATE on
-		// that row before it deletes, so an acquire either finishes before Prune's
-		// transaction or reads the mark that it committed (READ COMMITTED re-reads
-		// the locked row; stricter isolation fails with a serialization error,
-		// which is retried). i is also the way back for a row that Prune deleted
-		// while u waited for it; when another acquire took or inserted the row
-		// meanwhile, i's ON CONFLICT DO NOTHING makes the statement return nothing.
-		// (Locking the one high-water row in every acquire serialized them all: 16
-		// goroutines on distinct keys ran no faster than one.)
+		// key (so that the key is not plainly held), i inserts a new row, whose
+		// fence starts above the high-water mark, read under FOR KEY SHARE: Prune
+		// takes FOR UPDATE on that row before it deletes, so an acquire either
+		// finishes before Prune's transaction or reads the mark that it committed
+		// (READ COMMITTED re-reads the locked row; stricter isolation fails with a
+		// serialization error, which is retried). i is also the way back for a row
+		// that Prune deleted while u waited for it; when another acquire took or
+		// inserted the row meanwhile, i's ON CONFLICT DO NOTHING makes the
+		// statement return nothing. (Locking the one high-water row in every
+		// acquire serialized them all: 16 goroutines on distinct keys ran no
+		// faster than one.)
 		insert: `WITH u AS (
 	UPDATE ` + t + ` SET token = $3, fence = fence + 1,
 		expires_at = now() + $4::bigint * interval '1 microsecond', owner = $5
@@ -109,10 +110,10 @@ FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::bigint[]) WITH ORDINALITY
 WHERE t.key_hash = v.h AND t.lock_key = v.k AND t.token = v.tok AND t.expires_at > now()
 RETURNING v.i`,
 		// RETURNING runs pg_try_advisory_xact_lock, and pg_notify when it fails,
-		// once per released row (rows affected: 1 or 0); the notification is
-		// delivered when the statement commits. It notifies only when a Wait has
-		// registered the key (register.go).
-		// The payload is encode(key_hash, 'hex'), as payload(key).
+		// once per released row (rows affected: 1 or 0); the notification, whose
+		// payload encode(key_hash, 'hex') is payload(key), is delivered when the
+		// statement commits. It notifies only when a Wait has registered the key
+		// (register.go).
 		release: `UPDATE ` + t + ` SET expires_at = now()
 WHERE key_hash = $1 AND lock_key = $2 AND token = $3 AND expires_at > now()
 RETURNING CASE WHEN NOT pg_try_advisory_xact_lock($4::int4, $5::int4) THEN pg_notify('` + channel + `', encode($1, 'hex')) END`,
