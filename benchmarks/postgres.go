@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"net"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -50,7 +51,8 @@ func newPGPool(ctx context.Context, url string, route Route, sent *atomic.Int64)
 }
 
 // PostgresSubjects returns the subjects on one PostgreSQL server: the
-// sqllock/postgres Locker and the peer (which is also the floor) advisory locks.
+// sqllock/postgres Locker, the peer (which is also the floor) advisory locks, and
+// the floor of a lease row: two UPDATEs by hand.
 func PostgresSubjects(url string, cfg Config) []Subject {
 	sent := new(atomic.Int64)
 	return []Subject{
@@ -85,7 +87,90 @@ func PostgresSubjects(url string, cfg Config) []Subject {
 			},
 			Note: "pg_try_advisory_lock / pg_advisory_lock and pg_advisory_unlock on a connection held for the lock: 2 round trips, the protocol's floor too; no ttl, no fence",
 		},
+		{
+			Name: "postgres lease row floor", Protocol: "postgres", Role: Floor,
+			Wakeup: "-", Workloads: w1Only, Networked: true,
+			New: func(ctx context.Context, route Route) (Client, error) {
+				pool, err := newPGPool(ctx, url, route, nil)
+				if err != nil {
+					return nil, err
+				}
+				if _, err := pool.Exec(ctx, pgFloorTable); err != nil {
+					pool.Close()
+					return nil, err
+				}
+				return &pgLeaseRow{pool: pool, ttl: cfg.TTL}, nil
+			},
+			Note: "what a lease row with a fence costs at least: a committed UPDATE that takes the expired row (fence + 1, expiry by the server's clock, RETURNING fence), then one that expires it if the token still owns it; 2 round trips, 2 commits, each on a pooled connection",
+		},
 	}
+}
+
+// pgFloorTable is the table of the lease row floor: a key's row, made on its
+// first TryLock, never deleted.
+const pgFloorTable = `CREATE TABLE IF NOT EXISTS bench_floor_leases (
+	lock_key text PRIMARY KEY,
+	token bytea NOT NULL,
+	fence bigint NOT NULL,
+	expires_at timestamptz NOT NULL
+)`
+
+// pgLeaseRow is the floor of a lease kept as a row: two single-row UPDATEs.
+type pgLeaseRow struct {
+	pool *pgxpool.Pool
+	ttl  time.Duration
+	seen sync.Map // keys whose row this client has made
+}
+
+func (c *pgLeaseRow) TryLock(ctx context.Context, key string) (Held, error) {
+	if _, ok := c.seen.Load(key); !ok {
+		if _, err := c.pool.Exec(ctx, `INSERT INTO bench_floor_leases VALUES ($1, '', 0, 'epoch') ON CONFLICT DO NOTHING`, key); err != nil {
+			return nil, err
+		}
+		c.seen.Store(key, true)
+	}
+	token := []byte(strconv.FormatInt(pgFloorToken.Add(1), 36))
+	var fence int64
+	err := c.pool.QueryRow(ctx, `UPDATE bench_floor_leases SET token = $2, fence = fence + 1,
+	expires_at = now() + $3::bigint * interval '1 microsecond'
+WHERE lock_key = $1 AND expires_at <= now() RETURNING fence`, key, token, c.ttl.Microseconds()).Scan(&fence)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrBusy
+	}
+	if err != nil {
+		return nil, err
+	}
+	return pgLeaseRowHeld{c: c, key: key, token: token}, nil
+}
+
+func (c *pgLeaseRow) Lock(ctx context.Context, key string) (Held, error) {
+	return nil, errors.New("the floor runs W1 only")
+}
+
+func (c *pgLeaseRow) Close() error {
+	c.pool.Close()
+	return nil
+}
+
+// pgFloorToken makes the floor's tokens.
+var pgFloorToken atomic.Int64
+
+type pgLeaseRowHeld struct {
+	c     *pgLeaseRow
+	key   string
+	token []byte
+}
+
+func (h pgLeaseRowHeld) Unlock(ctx context.Context) error {
+	tag, err := h.c.pool.Exec(ctx, `UPDATE bench_floor_leases SET expires_at = now()
+WHERE lock_key = $1 AND token = $2 AND expires_at > now()`, h.key, h.token)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() != 1 {
+		return errors.New("the lease row floor: the lease was not held")
+	}
+	return nil
 }
 
 // pgAdvisory is PostgreSQL's session-level advisory locks, each held on a pooled

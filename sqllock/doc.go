@@ -45,10 +45,10 @@
 //
 // TryLock is a single statement that inserts the row or takes it over when it has
 // expired, and returns the new fence (on PostgreSQL, an UPDATE of the expired row
-// and, only when the key has no row, an INSERT, in one statement; INSERT ... ON
-// CONFLICT DO UPDATE ... WHERE expired RETURNING fence on SQLite; on MySQL an
-// UPDATE of the expired row, then, when it changed nothing, INSERT ... ON
-// DUPLICATE KEY UPDATE). Only a key's first row reads the high-water mark, so
+// that also tells a held row, then, only when the key has no row, an UPDATE and an
+// INSERT in one statement; INSERT ... ON CONFLICT DO UPDATE ... WHERE expired
+// RETURNING fence on SQLite; on MySQL an UPDATE of the expired row, then, when it
+// changed nothing, INSERT ... ON DUPLICATE KEY UPDATE). Only a key's first row reads the high-water mark, so
 // that acquires of distinct keys do not queue on that row. Renew and Unlock are
 // UPDATEs conditioned on the key and the token and checked by rows affected;
 // Unlock sets expires_at to the database's now, keeping the row. On PostgreSQL

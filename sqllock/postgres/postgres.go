@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -30,6 +31,9 @@ type Locker struct {
 	// (see internal/waitq), so that a herd of waiters sends one TryLock per
 	// release, not one each.
 	waiters *waitq.Queue
+	// waited is set by the first Wait, before it joins waiters: until then
+	// TryLock has no handoff to end, and skips the key's payload.
+	waited atomic.Bool
 
 	testChecked func() // tests: called by Wait when it has found the key held
 }
@@ -47,10 +51,12 @@ var (
 // nil pool or invalid opts is the returned error, an *distlock.OpError wrapping
 // distlock.ErrInvalid that names the bad value.
 //
-// Acquire is one INSERT ... ON CONFLICT DO UPDATE ... WHERE expired RETURNING fence
-// statement; expiry uses the database's now(). Wait opens one extra connection with
-// the pool's connection settings, outside the pool, kept while any Wait call is in
-// progress and for 5s after.
+// TryLock is one statement, an UPDATE of the key's row when it has expired (fence
+// + 1) that also tells a held row; only a key's first TryLock (and one whose
+// expired row another statement changed meanwhile) runs a second one, which
+// inserts the row. Unlock is one UPDATE. Expiry uses the database's now(). Wait
+// opens one extra connection with the pool's connection settings, outside the
+// pool, kept while any Wait call is in progress and for 5s after.
 func New(ctx context.Context, pool *pgxpool.Pool, opts *sqllock.Options) (*Locker, error) {
 	if pool == nil {
 		return nil, newError(fmt.Errorf("%w: nil *pgxpool.Pool", distlock.ErrInvalid))
@@ -59,7 +65,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *sqllock.Options) (*Locke
 	if err != nil {
 		return nil, newError(err)
 	}
-	d := &dialect{pool: pool, owner: o.Owner, sql: newStatements(o.Table)}
+	d := newDialect(pool, o.Owner, o.Table)
 	if err := d.setup(ctx, o.SkipCreateTable); err != nil {
 		return nil, newError(fmt.Errorf("table %s: %w", o.Table, err))
 	}
@@ -125,11 +131,12 @@ func (l *Locker) Close() error {
 // It ends the handoff of a release to this Locker's Waits on key; when it fails
 // for a reason other than the key being held, it wakes the next Wait.
 func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
-	p := payload(key)
-	l.waiters.Attempt(p)
+	if l.waited.Load() {
+		l.waiters.Attempt(payload(key))
+	}
 	lease, err := l.core.TryLock(ctx, key, ttl)
-	if err != nil && !errors.Is(err, distlock.ErrLocked) {
-		l.waiters.AttemptFailed(p)
+	if err != nil && !errors.Is(err, distlock.ErrLocked) && l.waited.Load() {
+		l.waiters.AttemptFailed(payload(key))
 	}
 	return lease, err
 }

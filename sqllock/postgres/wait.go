@@ -60,6 +60,7 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 	defer l.ln.unsubscribe(w)
 	// In line before the row is read: a release after the read wakes the first
 	// waiter of the line, which may be this one.
+	l.waited.Store(true)
 	qw := l.waiters.Join(p)
 	defer qw.Leave()
 
