@@ -36,11 +36,12 @@ type Locker struct {
 	closed chan struct{} // closed when Close has finished
 
 	mu       sync.Mutex
-	shut     bool                   // Close was called; guards wg.Add
-	lost     map[lostKey]*lossEntry // what Lost and AfterLost wait for
-	sighting map[string]sighting    // what failed TryLocks saw, for Wait
-	watches  map[string]*keyWatch   // by key: the watches that Waits share
-	pool     leasePool              // spare leases, and the leases of acquisitions
+	shut     bool                  // Close was called; guards wg.Add
+	lost     map[string]*lossEntry // by etcd key: the acquisitions that Lost and AfterLost wait for
+	lossW    *lossWatch            // the watch that ends them, while there are any (and watchIdle after)
+	sighting map[string]sighting   // what failed TryLocks saw, for Wait
+	watches  map[string]*keyWatch  // by key: the watches that Waits share
+	pool     leasePool             // spare leases, and the leases of acquisitions
 
 	waiters *waitq.Queue // wakes the Waits of a key one at a time
 
@@ -69,14 +70,14 @@ func New(client *clientv3.Client, opts *Options) (*Locker, error) {
 	}
 	closing, stop := context.WithCancel(context.Background())
 	return &Locker{client: client, o: o, watchIdle: watchIdle, closing: closing, stop: stop, closed: make(chan struct{}),
-		lost: make(map[lostKey]*lossEntry), sighting: make(map[string]sighting), watches: make(map[string]*keyWatch),
+		lost: make(map[string]*lossEntry), sighting: make(map[string]sighting), watches: make(map[string]*keyWatch),
 		waiters: waitq.New(0),
 		pool:    leasePool{spares: make(map[int64][]leaseInfo), held: make(map[lostKey]leaseInfo), pruneAt: 256}}, nil
 }
 
 // Close stops the Locker's background work and waits for it: calls in flight
 // return (with an error wrapping distlock.ErrClosed unless they were done), the
-// shared watches of Wait and the watches of Lost end, every Lost channel closes
+// shared watches of Wait and the watch of Lost end, every Lost channel closes
 // (a closed Locker can neither renew a lease nor watch it), and the spare leases
 // (of released keys and of TryLocks that found their key held: they hold no key)
 // are revoked, bounded by Options.CleanupTimeout, as are the revocations still
@@ -92,10 +93,7 @@ func (l *Locker) Close() error {
 		return nil
 	}
 	l.shut = true
-	for lk, e := range l.lost {
-		e.end()
-		delete(l.lost, lk)
-	}
+	l.endLosses()
 	for key, kw := range l.watches {
 		if kw.idle != nil {
 			kw.idle.Stop()

@@ -146,6 +146,9 @@ func (l *Locker) read(ctx context.Context, k string, lease distlock.Lease) (*mvc
 		return nil, err
 	}
 	if len(get.Kvs) == 0 || !owns(get.Kvs[0], lease) {
+		if len(get.Kvs) == 0 || uint64(get.Kvs[0].CreateRevision) != lease.Fence {
+			l.endLoss(k, lease.Fence) // the acquisition ended: Lost need not wait for the watch
+		}
 		return nil, notHeld(get.Kvs)
 	}
 	return get.Kvs[0], nil

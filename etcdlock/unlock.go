@@ -62,6 +62,7 @@ func (l *Locker) unlock(ctx context.Context, lease distlock.Lease) error {
 		return notHeldNow(unknown)
 	}
 	l.forget(lk)
+	l.endLoss(k, lease.Fence)
 	if d := resp.Responses[0].GetResponseDeleteRange(); d != nil && len(d.PrevKvs) > 0 && d.PrevKvs[0].Lease != 0 {
 		l.revokeLater(clientv3.LeaseID(d.PrevKvs[0].Lease)) // not known to hold nothing else
 	}
@@ -93,6 +94,7 @@ func (l *Locker) unlockHeld(ctx context.Context, k string, lk lostKey, lease dis
 	}
 	if resp.Succeeded {
 		l.forget(lk)
+		l.endLoss(k, lease.Fence)
 		l.putSpare(h) // it holds no key now
 		return true, nil
 	}
@@ -101,6 +103,7 @@ func (l *Locker) unlockHeld(ctx context.Context, k string, lk lostKey, lease dis
 	}
 	// The acquisition is over; its lease held no other key.
 	l.forget(lk)
+	l.endLoss(k, lease.Fence)
 	l.revokeLater(h.id)
 	return true, notHeldNow(unknown)
 }
