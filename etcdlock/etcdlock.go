@@ -27,10 +27,13 @@ type Locker struct {
 
 	watchIdle time.Duration // how long a key's watch outlives its last Wait; tests shorten it
 
-	// closing ends when Close is called: it cancels the calls in flight (with
-	// cause distlock.ErrClosed) and the Locker's watches.
+	// closing ends when Close is called: it ends the Locker's watches (Close
+	// cancels the calls in flight through calls).
 	closing context.Context
 	stop    context.CancelFunc
+	// calls cancel the calls in flight, by id; Close cancels them (l.mu).
+	calls    map[uint64]context.CancelCauseFunc
+	lastCall uint64
 	// wg counts the calls in flight and the Locker's goroutines; Close waits for it.
 	wg     sync.WaitGroup
 	closed chan struct{} // closed when Close has finished
@@ -70,7 +73,8 @@ func New(client *clientv3.Client, opts *Options) (*Locker, error) {
 	}
 	closing, stop := context.WithCancel(context.Background())
 	return &Locker{client: client, o: o, watchIdle: watchIdle, closing: closing, stop: stop, closed: make(chan struct{}),
-		lost: make(map[string]*lossEntry), sighting: make(map[string]sighting), watches: make(map[string]*keyWatch),
+		calls: make(map[uint64]context.CancelCauseFunc),
+		lost:  make(map[string]*lossEntry), sighting: make(map[string]sighting), watches: make(map[string]*keyWatch),
 		waiters: waitq.New(0),
 		pool:    leasePool{spares: make(map[int64][]leaseInfo), held: make(map[lostKey]leaseInfo), pruneAt: 256}}, nil
 }
@@ -100,8 +104,13 @@ func (l *Locker) Close() error {
 		}
 		delete(l.watches, key)
 	}
+	calls := l.calls
+	l.calls = nil
 	l.mu.Unlock()
 	l.stop() // before the Waits wake: they see that the Locker is closed
+	for _, cancel := range calls {
+		cancel(distlock.ErrClosed)
+	}
 	l.waiters.Close()
 	if ids := l.dropSpares(); len(ids) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), l.o.CleanupTimeout)
@@ -114,23 +123,34 @@ func (l *Locker) Close() error {
 }
 
 // begin starts a call: it returns the context for the call's requests, which Close
-// cancels with cause distlock.ErrClosed, and the function that ends the call; or
-// distlock.ErrClosed after Close.
-func (l *Locker) begin(ctx context.Context) (context.Context, func(), error) {
+// cancels with cause distlock.ErrClosed, and the call's id, which the caller must
+// pass to end; or distlock.ErrClosed after Close.
+func (l *Locker) begin(ctx context.Context) (context.Context, uint64, error) {
+	cctx, cancel := context.WithCancelCause(ctx)
 	l.mu.Lock()
 	if l.shut {
 		l.mu.Unlock()
-		return nil, nil, distlock.ErrClosed
+		cancel(nil)
+		return nil, 0, distlock.ErrClosed
 	}
 	l.wg.Add(1)
+	l.lastCall++
+	id := l.lastCall
+	l.calls[id] = cancel
 	l.mu.Unlock()
-	cctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(l.closing, func() { cancel(distlock.ErrClosed) })
-	return cctx, func() {
-		stop()
+	return cctx, id, nil
+}
+
+// end ends the call id.
+func (l *Locker) end(id uint64) {
+	l.mu.Lock()
+	cancel := l.calls[id]
+	delete(l.calls, id)
+	l.mu.Unlock()
+	if cancel != nil { // nil: Close cancelled it
 		cancel(nil)
-		l.wg.Done()
-	}, nil
+	}
+	l.wg.Done()
 }
 
 // spawn runs f in a goroutine that Close waits for. It must be called during a

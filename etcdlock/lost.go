@@ -115,6 +115,11 @@ func (l *Locker) lossOf(k string, fence uint64) *lossEntry {
 func (l *Locker) endLoss(k string, fence uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.endLossLocked(k, fence)
+}
+
+// endLossLocked is endLoss with l.mu held.
+func (l *Locker) endLossLocked(k string, fence uint64) {
 	for e := l.lost[k]; e != nil; e = e.next {
 		if e.fence == fence {
 			l.unlinkLoss(e)

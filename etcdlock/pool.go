@@ -85,18 +85,41 @@ func (l *Locker) takeSpare(secs int64, ttl time.Duration, start time.Time) (sp l
 func (l *Locker) putSpare(sp leaseInfo) {
 	now := time.Now()
 	l.mu.Lock()
+	keep := l.keepSpare(sp, now)
+	l.mu.Unlock()
+	if !keep {
+		l.revokeLater(sp.id)
+	}
+}
+
+// keepSpare adds sp to the pool and reports true, or reports false when the pool
+// is full, after Close, or when sp is unsure or expired. l.mu is held.
+func (l *Locker) keepSpare(sp leaseInfo, now time.Time) bool {
 	p := &l.pool
 	if p.n >= maxSpares {
 		p.dropExpired(now)
 	}
-	keep := !l.shut && !sp.unsure && p.n < maxSpares && now.Before(sp.expiry())
-	if keep {
-		p.spares[sp.secs] = append(p.spares[sp.secs], sp)
-		p.n++
+	if l.shut || sp.unsure || p.n >= maxSpares || !now.Before(sp.expiry()) {
+		return false
 	}
+	p.spares[sp.secs] = append(p.spares[sp.secs], sp)
+	p.n++
+	return true
+}
+
+// released records that this Locker's Unlock deleted the key (etcd key k) of the
+// acquisition lk, recorded with the lease h, which holds no key now: it forgets
+// the acquisition, ends what Lost and AfterLost wait for, and keeps h as a spare
+// (see putSpare), under one lock. It must be called during a call.
+func (l *Locker) released(lk lostKey, k string, h leaseInfo) {
+	now := time.Now()
+	l.mu.Lock()
+	delete(l.pool.held, lk)
+	l.endLossLocked(k, lk.fence)
+	keep := l.keepSpare(h, now)
 	l.mu.Unlock()
 	if !keep {
-		l.revokeLater(sp.id)
+		l.revokeLater(h.id)
 	}
 }
 

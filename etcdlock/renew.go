@@ -31,11 +31,11 @@ import (
 // nothing, and Renew says ErrNotHeld instead of success.
 func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
 	start := time.Now()
-	cctx, end, err := l.begin(ctx)
+	cctx, id, err := l.begin(ctx)
 	if err != nil {
 		return distlock.Lease{}, opError("Renew", lease.Key, err)
 	}
-	defer end()
+	defer l.end(id)
 	next, err := l.renew(cctx, lease, ttl, start)
 	if err != nil {
 		return distlock.Lease{}, fail(cctx, "Renew", lease.Key, err)
