@@ -45,6 +45,9 @@ type leasePool struct {
 // maxSpares bounds the spare leases of a Locker; a spare beyond it is revoked.
 const maxSpares = 64
 
+// maxEmptyLists bounds the TTLs whose list of spares takeSpare keeps when empty.
+const maxEmptyLists = 8
+
 // spareSlack is how much of ttl a Lease may lose, beyond what the rounding up to
 // whole seconds leaves, when TryLock takes a spare as it is: the Lease's Expires is
 // the spare's expiry when that comes before the call's start plus ttl. An older
@@ -68,7 +71,9 @@ func (l *Locker) takeSpare(secs int64, ttl time.Duration, start time.Time) (sp l
 			break
 		}
 	}
-	if len(list) == 0 {
+	// An empty list stays (up to a few), so that the next putSpare of secs does
+	// not allocate one.
+	if len(list) == 0 && len(p.spares) > maxEmptyLists {
 		delete(p.spares, secs)
 	} else {
 		p.spares[secs] = list

@@ -86,7 +86,6 @@ func (l *Locker) unlockHeld(ctx context.Context, k string, lk lostKey, lease dis
 			If(clientv3.Compare(clientv3.CreateRevision(k), "=", int64(lease.Fence)),
 				clientv3.Compare(clientv3.LeaseValue(k), "=", h.id)).
 			Then(clientv3.OpDelete(k)).
-			Else(clientv3.OpGet(k)).
 			Commit()
 		unknown = unknown || err != nil
 		return err
@@ -98,7 +97,14 @@ func (l *Locker) unlockHeld(ctx context.Context, k string, lk lostKey, lease dis
 		l.released(lk, k, h) // h holds no key now: a spare
 		return true, nil
 	}
-	if r := resp.Responses[0].GetResponseRange(); r != nil && len(r.Kvs) > 0 && owns(r.Kvs[0], lease) {
+	// Rare: a read tells why (no Else read in the transaction, whose every
+	// Unlock would build and send it). Once the key does not hold lease it
+	// never does again (the create revision is the Fence).
+	get, err := l.get(ctx, k)
+	if err != nil {
+		return true, err
+	}
+	if len(get.Kvs) > 0 && owns(get.Kvs[0], lease) {
 		return false, nil
 	}
 	// The acquisition is over; its lease held no other key.
