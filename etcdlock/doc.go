@@ -36,7 +36,8 @@
 // A lease whose TryLock had an attempt with an unknown outcome is never kept: a
 // late copy of that attempt could create the key on it after Unlock. The Locker
 // records each of its acquisitions (key and fence) with its lease and the key's
-// value, so that Unlock's transaction compares those and needs no PrevKV to learn
+// value, so that Unlock checks the token against that value and its transaction
+// compares the create revision and the etcd lease, and needs no PrevKV to learn
 // the lease; a Lease from another Locker is released by its token, and its etcd
 // lease revoked.
 //
