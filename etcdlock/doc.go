@@ -36,7 +36,8 @@
 // A lease whose TryLock had an attempt with an unknown outcome is never kept: a
 // late copy of that attempt could create the key on it after Unlock. The Locker
 // records each of its acquisitions (key and fence) with its lease and the key's
-// value, so that Unlock's transaction compares those and needs no PrevKV to learn
+// value, so that Unlock checks the token against that value and its transaction
+// compares the create revision and the etcd lease, and needs no PrevKV to learn
 // the lease; a Lease from another Locker is released by its token, and its etcd
 // lease revoked.
 //
@@ -105,10 +106,17 @@
 //
 // # Loss
 //
-// Lost and AfterLost share one watch per acquisition (from the revision after its
-// Fence), which closes Lost's channel and starts AfterLost's functions once the
-// key is deleted or created anew; Close does both for every acquisition watched.
-// Hold uses AfterLost, so it keeps no goroutine of its own per lease.
+// Lost and AfterLost of every acquisition of a Locker share one watch of its
+// prefix, which closes Lost's channel and starts AfterLost's functions once the
+// key is deleted or created anew after the Fence (or this Locker's Unlock released
+// it); Close does both for every acquisition watched. The watch starts with the
+// first acquisition asked about and ends 2s after the last one is gone. An
+// acquisition whose Fence is older than the events the watch already passed on,
+// and every acquisition when the watch must start anew (its history was
+// compacted, or the server cancelled it), is checked by a linearizable read of its
+// key, batched with others, so no loss is missed. Hold uses AfterLost, so it
+// keeps no goroutine of its own per lease: 10,000 Holds on a Locker keep one
+// watch, not 10,000.
 //
 // # Errors and cleanup
 //
@@ -129,7 +137,7 @@
 // # Close
 //
 // Close stops the Locker's background work and waits for it: the watches that
-// Waits share and that Lost keeps, the calls in flight (cancelled: they return
+// Waits share and the one that Lost keeps, the calls in flight (cancelled: they return
 // ErrClosed, and the lease revocations that their failures start still run,
 // bounded by Options.CleanupTimeout), and the Locker's spare leases, which it
 // revokes. It closes every Lost channel. It never closes the clientv3.Client and

@@ -27,20 +27,24 @@ type Locker struct {
 
 	watchIdle time.Duration // how long a key's watch outlives its last Wait; tests shorten it
 
-	// closing ends when Close is called: it cancels the calls in flight (with
-	// cause distlock.ErrClosed) and the Locker's watches.
+	// closing ends when Close is called: it ends the Locker's watches (Close
+	// cancels the calls in flight through calls).
 	closing context.Context
 	stop    context.CancelFunc
+	// calls cancel the calls in flight, by id; Close cancels them (l.mu).
+	calls    map[uint64]context.CancelCauseFunc
+	lastCall uint64
 	// wg counts the calls in flight and the Locker's goroutines; Close waits for it.
 	wg     sync.WaitGroup
 	closed chan struct{} // closed when Close has finished
 
 	mu       sync.Mutex
-	shut     bool                   // Close was called; guards wg.Add
-	lost     map[lostKey]*lossEntry // what Lost and AfterLost wait for
-	sighting map[string]sighting    // what failed TryLocks saw, for Wait
-	watches  map[string]*keyWatch   // by key: the watches that Waits share
-	pool     leasePool              // spare leases, and the leases of acquisitions
+	shut     bool                  // Close was called; guards wg.Add
+	lost     map[string]*lossEntry // by etcd key: the acquisitions that Lost and AfterLost wait for
+	lossW    *lossWatch            // the watch that ends them, while there are any (and watchIdle after)
+	sighting map[string]sighting   // what failed TryLocks saw, for Wait
+	watches  map[string]*keyWatch  // by key: the watches that Waits share
+	pool     leasePool             // spare leases, and the leases of acquisitions
 
 	waiters *waitq.Queue // wakes the Waits of a key one at a time
 
@@ -69,14 +73,15 @@ func New(client *clientv3.Client, opts *Options) (*Locker, error) {
 	}
 	closing, stop := context.WithCancel(context.Background())
 	return &Locker{client: client, o: o, watchIdle: watchIdle, closing: closing, stop: stop, closed: make(chan struct{}),
-		lost: make(map[lostKey]*lossEntry), sighting: make(map[string]sighting), watches: make(map[string]*keyWatch),
+		calls: make(map[uint64]context.CancelCauseFunc),
+		lost:  make(map[string]*lossEntry), sighting: make(map[string]sighting), watches: make(map[string]*keyWatch),
 		waiters: waitq.New(0),
 		pool:    leasePool{spares: make(map[int64][]leaseInfo), held: make(map[lostKey]leaseInfo), pruneAt: 256}}, nil
 }
 
 // Close stops the Locker's background work and waits for it: calls in flight
 // return (with an error wrapping distlock.ErrClosed unless they were done), the
-// shared watches of Wait and the watches of Lost end, every Lost channel closes
+// shared watches of Wait and the watch of Lost end, every Lost channel closes
 // (a closed Locker can neither renew a lease nor watch it), and the spare leases
 // (of released keys and of TryLocks that found their key held: they hold no key)
 // are revoked, bounded by Options.CleanupTimeout, as are the revocations still
@@ -92,18 +97,20 @@ func (l *Locker) Close() error {
 		return nil
 	}
 	l.shut = true
-	for lk, e := range l.lost {
-		e.end()
-		delete(l.lost, lk)
-	}
+	l.endLosses()
 	for key, kw := range l.watches {
 		if kw.idle != nil {
 			kw.idle.Stop()
 		}
 		delete(l.watches, key)
 	}
+	calls := l.calls
+	l.calls = nil
 	l.mu.Unlock()
 	l.stop() // before the Waits wake: they see that the Locker is closed
+	for _, cancel := range calls {
+		cancel(distlock.ErrClosed)
+	}
 	l.waiters.Close()
 	if ids := l.dropSpares(); len(ids) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), l.o.CleanupTimeout)
@@ -116,23 +123,34 @@ func (l *Locker) Close() error {
 }
 
 // begin starts a call: it returns the context for the call's requests, which Close
-// cancels with cause distlock.ErrClosed, and the function that ends the call; or
-// distlock.ErrClosed after Close.
-func (l *Locker) begin(ctx context.Context) (context.Context, func(), error) {
+// cancels with cause distlock.ErrClosed, and the call's id, which the caller must
+// pass to end; or distlock.ErrClosed after Close.
+func (l *Locker) begin(ctx context.Context) (context.Context, uint64, error) {
+	cctx, cancel := context.WithCancelCause(ctx)
 	l.mu.Lock()
 	if l.shut {
 		l.mu.Unlock()
-		return nil, nil, distlock.ErrClosed
+		cancel(nil)
+		return nil, 0, distlock.ErrClosed
 	}
 	l.wg.Add(1)
+	l.lastCall++
+	id := l.lastCall
+	l.calls[id] = cancel
 	l.mu.Unlock()
-	cctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(l.closing, func() { cancel(distlock.ErrClosed) })
-	return cctx, func() {
-		stop()
+	return cctx, id, nil
+}
+
+// end ends the call id.
+func (l *Locker) end(id uint64) {
+	l.mu.Lock()
+	cancel := l.calls[id]
+	delete(l.calls, id)
+	l.mu.Unlock()
+	if cancel != nil { // nil: Close cancelled it
 		cancel(nil)
-		l.wg.Done()
-	}, nil
+	}
+	l.wg.Done()
 }
 
 // spawn runs f in a goroutine that Close waits for. It must be called during a

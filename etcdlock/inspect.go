@@ -14,11 +14,11 @@ import (
 // down). It returns an error wrapping ErrNotHeld when key is free.
 func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, error) {
 	start := time.Now()
-	cctx, end, err := l.begin(ctx)
+	cctx, id, err := l.begin(ctx)
 	if err != nil {
 		return distlock.Holder{}, opError("Inspect", key, err)
 	}
-	defer end()
+	defer l.end(id)
 	h, err := l.inspect(cctx, key, start)
 	if err != nil {
 		return distlock.Holder{}, fail(cctx, "Inspect", key, err)

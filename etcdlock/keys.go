@@ -13,7 +13,14 @@ import (
 )
 
 // EtcdKey returns the etcd key that holds key's lock: the prefix and the encoded key.
-func (l *Locker) EtcdKey(key string) string { return l.o.Prefix + encodeKey(key) }
+func (l *Locker) EtcdKey(key string) string {
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c == '%' || c == '/' || c < 0x20 || c == 0x7f {
+			return l.o.Prefix + encodeKey(key)
+		}
+	}
+	return l.o.Prefix + key // nothing to encode: one allocation
+}
 
 // encodeKey writes '%', '/' and ASCII control bytes of key as %XX and keeps every
 // other byte.

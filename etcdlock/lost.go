@@ -1,11 +1,9 @@
 package etcdlock
 
 import (
-	"context"
 	"slices"
 
 	"github.com/distlock/distlock"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // lostKey identifies one acquisition.
@@ -16,10 +14,16 @@ type lostKey struct {
 
 // A lossEntry is what the Locker keeps for one acquisition that Lost or AfterLost
 // asked about: the channel Lost returned, and the functions AfterLost registered,
-// which run when the channel closes. One watch serves them all. l.mu guards it.
+// which run when the acquisition ends. The Locker's shared watch of its prefix
+// (losswatch.go) ends the entries. l.mu guards it.
 type lossEntry struct {
-	ch  chan struct{}
-	fns []*lossFunc
+	key    string        // the etcd key
+	fence  uint64        // the acquisition's create revision
+	ch     chan struct{} // what Lost returned; nil until Lost is called
+	fns    []*lossFunc
+	next   *lossEntry // the entry of another acquisition of the same key
+	queued bool       // in the watch's checks (losswatch.go)
+	gone   bool       // ended, or dropped
 }
 
 // A lossFunc is one AfterLost arrangement, kept until it runs or is stopped.
@@ -27,16 +31,21 @@ type lossFunc struct{ f func() }
 
 // Lost returns a channel that is closed when the server shows that lease's
 // acquisition has ended: its key was deleted (Unlock, or the lease expired or was
-// revoked) or created anew. It watches the key, from the revision after the Fence,
-// until then or until the client or the Locker is closed; calls for one
-// acquisition share one watch. A renewal, which may move the key to another lease,
-// keeps the channel open. Close closes every channel that Lost returned, and after
-// Close Lost returns a closed channel: a closed Locker can neither renew a lease
-// nor watch it. It returns nil for a Lease that etcdlock did not issue.
+// revoked) or created anew, at a revision after the Fence. One watch of the
+// Locker's prefix, shared by every acquisition that Lost or AfterLost asked about,
+// tells, until then or until the client or the Locker is closed; an acquisition
+// registered after the watch went past its Fence is checked by one read of its
+// key (batched with others), as is every acquisition when the watch must start
+// anew (its history was compacted, or the server cancelled it). A renewal, which
+// may move the key to another lease, keeps the channel open. Close closes every
+// channel that Lost returned, and after Close Lost returns a closed channel: a
+// closed Locker can neither renew a lease nor watch it. It returns nil for a
+// Lease that etcdlock did not issue.
 func (l *Locker) Lost(lease distlock.Lease) <-chan struct{} {
 	if checkLease(lease) != nil {
 		return nil
 	}
+	k := l.EtcdKey(lease.Key)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.shut {
@@ -44,23 +53,31 @@ func (l *Locker) Lost(lease distlock.Lease) <-chan struct{} {
 		close(ch)
 		return ch
 	}
-	return l.lossOf(lostKey{lease.Key, lease.Fence}).ch
+	e := l.lossOf(k, lease.Fence)
+	if e.ch == nil {
+		e.ch = make(chan struct{})
+	}
+	return e.ch
 }
 
 // AfterLost runs f in its own goroutine once Lost(lease)'s channel closes (the
 // acquisition ended, or Close was called), at once for a Lease that etcdlock did
-// not issue or after Close, and soon (after the watch's first reply) for one that
-// is not held. It shares Lost's watch of the acquisition, so it adds no goroutine
-// of its own; stop reports whether it kept f from running.
+// not issue or after Close, and soon (after a read of its key) for one that is not
+// held. It shares the Locker's watch, so it adds no goroutine of its own; stop
+// reports whether it kept f from running.
 func (l *Locker) AfterLost(lease distlock.Lease, f func()) (stop func() bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if checkLease(lease) != nil || l.shut {
+	if checkLease(lease) != nil {
 		go f()
 		return func() bool { return false }
 	}
-	lk := lostKey{lease.Key, lease.Fence}
-	e := l.lossOf(lk)
+	k := l.EtcdKey(lease.Key)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.shut {
+		go f()
+		return func() bool { return false }
+	}
+	e := l.lossOf(k, lease.Fence)
 	fn := &lossFunc{f: f}
 	e.fns = append(e.fns, fn)
 	return func() bool {
@@ -71,88 +88,94 @@ func (l *Locker) AfterLost(lease distlock.Lease, f func()) (stop func() bool) {
 			return false
 		}
 		e.fns = slices.Delete(e.fns, i, i+1)
+		if len(e.fns) == 0 && e.ch == nil && !e.gone {
+			l.unlinkLoss(e) // nothing waits for it
+		}
 		return true
 	}
 }
 
-// lossOf returns the lossEntry of lk, and starts its watch when it has none. l.mu
-// is held, and !l.shut.
-func (l *Locker) lossOf(lk lostKey) *lossEntry {
-	if e, ok := l.lost[lk]; ok {
-		return e
+// lossOf returns the lossEntry of the acquisition (k, fence), and registers one
+// with the Locker's watch when it has none. l.mu is held, and !l.shut.
+func (l *Locker) lossOf(k string, fence uint64) *lossEntry {
+	head := l.lost[k]
+	for e := head; e != nil; e = e.next {
+		if e.fence == fence {
+			return e
+		}
 	}
-	e := &lossEntry{ch: make(chan struct{})}
-	l.lost[lk] = e
-	l.spawn(func() { l.watchLoss(lk, e) }) // l.mu held, !l.shut
+	e := &lossEntry{key: k, fence: fence, next: head}
+	l.lost[k] = e
+	l.watchLosses(e)
 	return e
+}
+
+// endLoss ends the acquisition (k, fence), if the Locker has an entry for it:
+// this Locker's Unlock saw it end.
+func (l *Locker) endLoss(k string, fence uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.endLossLocked(k, fence)
+}
+
+// endLossLocked is endLoss with l.mu held.
+func (l *Locker) endLossLocked(k string, fence uint64) {
+	for e := l.lost[k]; e != nil; e = e.next {
+		if e.fence == fence {
+			l.unlinkLoss(e)
+			e.end()
+			return
+		}
+	}
+}
+
+// unlinkLoss removes e from l.lost, and leaves the watch idle when no entry is
+// left. l.mu is held.
+func (l *Locker) unlinkLoss(e *lossEntry) {
+	e.gone = true
+	head := l.lost[e.key]
+	switch {
+	case head == e && e.next == nil:
+		delete(l.lost, e.key)
+	case head == e:
+		l.lost[e.key] = e.next
+	default:
+		for p := head; p != nil; p = p.next {
+			if p.next == e {
+				p.next = e.next
+				break
+			}
+		}
+	}
+	if len(l.lost) == 0 {
+		l.idleLosses()
+	}
 }
 
 // end closes the channel of e and starts its functions. l.mu is held.
 func (e *lossEntry) end() {
-	close(e.ch)
+	if e.ch != nil {
+		close(e.ch)
+	}
 	for _, fn := range e.fns {
 		go fn.f()
 	}
 	e.fns = nil
 }
 
-// watchLoss ends e once the acquisition lk ended, and forgets it; Close ends it
-// instead when it comes first.
-func (l *Locker) watchLoss(lk lostKey, e *lossEntry) {
-	ended := l.awaitLoss(lk)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.lost[lk] != e {
-		return // Close ended it
-	}
-	delete(l.lost, lk)
-	if ended {
-		e.end()
-	}
-}
-
-// awaitLoss watches the key of lk and reports true once the acquisition ended, or
-// false when it can no longer tell (the client or the Locker was closed).
-func (l *Locker) awaitLoss(lk lostKey) bool {
-	k := l.EtcdKey(lk.key)
-	rev := int64(lk.fence) + 1
-	for {
-		ended, next, ok := l.watchFrom(k, lk.fence, rev)
-		if !ok || ended {
-			return ended
+// endLosses ends every entry, for Close. l.mu is held.
+func (l *Locker) endLosses() {
+	for k, head := range l.lost {
+		for e := head; e != nil; e = e.next {
+			e.gone = true
+			e.end()
 		}
-		rev = next
+		delete(l.lost, k)
 	}
-}
-
-// watchFrom watches k from rev until the acquisition with create revision fence
-// ended (ended), the watch's history was compacted (ok, and next is the revision to
-// watch from), or the watch failed or the client or the Locker was closed (!ok).
-func (l *Locker) watchFrom(k string, fence uint64, rev int64) (ended bool, next int64, ok bool) {
-	ctx, cancel := l.background()
-	defer cancel()
-	for resp := range l.client.Watch(ctx, k, clientv3.WithRev(rev)) {
-		if resp.CompactRevision != 0 {
-			// History since rev is gone: read the key's state instead.
-			gctx, gcancel := context.WithTimeout(ctx, l.o.RequestTimeout)
-			get, err := l.client.Get(gctx, k)
-			gcancel()
-			if err != nil {
-				return false, 0, false
-			}
-			if len(get.Kvs) == 0 || uint64(get.Kvs[0].CreateRevision) != fence {
-				return true, 0, true
-			}
-			return false, get.Header.Revision + 1, true
+	if lw := l.lossW; lw != nil {
+		if lw.idle != nil {
+			lw.idle.Stop()
 		}
-		if resp.Err() != nil {
-			return false, 0, false
-		}
-		for _, ev := range resp.Events {
-			if ev.Type == clientv3.EventTypeDelete || uint64(ev.Kv.CreateRevision) != fence {
-				return true, 0, true
-			}
-		}
+		l.lossW = nil // Close's cancel ends its goroutine
 	}
-	return false, 0, false // the client or the Locker was closed
 }

@@ -45,6 +45,9 @@ type leasePool struct {
 // maxSpares bounds the spare leases of a Locker; a spare beyond it is revoked.
 const maxSpares = 64
 
+// maxEmptyLists bounds the TTLs whose list of spares takeSpare keeps when empty.
+const maxEmptyLists = 8
+
 // spareSlack is how much of ttl a Lease may lose, beyond what the rounding up to
 // whole seconds leaves, when TryLock takes a spare as it is: the Lease's Expires is
 // the spare's expiry when that comes before the call's start plus ttl. An older
@@ -68,7 +71,9 @@ func (l *Locker) takeSpare(secs int64, ttl time.Duration, start time.Time) (sp l
 			break
 		}
 	}
-	if len(list) == 0 {
+	// An empty list stays (up to a few), so that the next putSpare of secs does
+	// not allocate one.
+	if len(list) == 0 && len(p.spares) > maxEmptyLists {
 		delete(p.spares, secs)
 	} else {
 		p.spares[secs] = list
@@ -85,18 +90,41 @@ func (l *Locker) takeSpare(secs int64, ttl time.Duration, start time.Time) (sp l
 func (l *Locker) putSpare(sp leaseInfo) {
 	now := time.Now()
 	l.mu.Lock()
+	keep := l.keepSpare(sp, now)
+	l.mu.Unlock()
+	if !keep {
+		l.revokeLater(sp.id)
+	}
+}
+
+// keepSpare adds sp to the pool and reports true, or reports false when the pool
+// is full, after Close, or when sp is unsure or expired. l.mu is held.
+func (l *Locker) keepSpare(sp leaseInfo, now time.Time) bool {
 	p := &l.pool
 	if p.n >= maxSpares {
 		p.dropExpired(now)
 	}
-	keep := !l.shut && !sp.unsure && p.n < maxSpares && now.Before(sp.expiry())
-	if keep {
-		p.spares[sp.secs] = append(p.spares[sp.secs], sp)
-		p.n++
+	if l.shut || sp.unsure || p.n >= maxSpares || !now.Before(sp.expiry()) {
+		return false
 	}
+	p.spares[sp.secs] = append(p.spares[sp.secs], sp)
+	p.n++
+	return true
+}
+
+// released records that this Locker's Unlock deleted the key (etcd key k) of the
+// acquisition lk, recorded with the lease h, which holds no key now: it forgets
+// the acquisition, ends what Lost and AfterLost wait for, and keeps h as a spare
+// (see putSpare), under one lock. It must be called during a call.
+func (l *Locker) released(lk lostKey, k string, h leaseInfo) {
+	now := time.Now()
+	l.mu.Lock()
+	delete(l.pool.held, lk)
+	l.endLossLocked(k, lk.fence)
+	keep := l.keepSpare(h, now)
 	l.mu.Unlock()
 	if !keep {
-		l.revokeLater(sp.id)
+		l.revokeLater(h.id)
 	}
 }
 

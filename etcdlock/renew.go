@@ -31,11 +31,11 @@ import (
 // nothing, and Renew says ErrNotHeld instead of success.
 func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
 	start := time.Now()
-	cctx, end, err := l.begin(ctx)
+	cctx, id, err := l.begin(ctx)
 	if err != nil {
 		return distlock.Lease{}, opError("Renew", lease.Key, err)
 	}
-	defer end()
+	defer l.end(id)
 	next, err := l.renew(cctx, lease, ttl, start)
 	if err != nil {
 		return distlock.Lease{}, fail(cctx, "Renew", lease.Key, err)
@@ -146,6 +146,9 @@ func (l *Locker) read(ctx context.Context, k string, lease distlock.Lease) (*mvc
 		return nil, err
 	}
 	if len(get.Kvs) == 0 || !owns(get.Kvs[0], lease) {
+		if len(get.Kvs) == 0 || uint64(get.Kvs[0].CreateRevision) != lease.Fence {
+			l.endLoss(k, lease.Fence) // the acquisition ended: Lost need not wait for the watch
+		}
 		return nil, notHeld(get.Kvs)
 	}
 	return get.Kvs[0], nil

@@ -26,11 +26,11 @@ import (
 // revokes its lease.
 func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
 	start := time.Now()
-	cctx, end, err := l.begin(ctx)
+	cctx, id, err := l.begin(ctx)
 	if err != nil {
 		return distlock.Lease{}, opError("TryLock", key, err)
 	}
-	defer end()
+	defer l.end(id)
 	l.waiters.Attempt(key)
 	lease, err := l.tryLock(cctx, key, ttl, start)
 	if err != nil {

@@ -12,18 +12,18 @@ import (
 // Unlock releases lease: in one transaction it deletes the key if the key still
 // holds lease (same create revision, same token); that is its only round trip.
 // When this Locker made the acquisition, the transaction compares the key with
-// what the Locker recorded (its value, its etcd lease), and that lease, which
+// what the Locker recorded (its create revision, its etcd lease), and that lease, which
 // holds no key now, becomes a spare for the Locker's next TryLock. Otherwise (the
 // Lease came from another Locker, or another Locker's Renew moved the key) it
 // compares the token and revokes the key's lease in the background. It returns
 // an error wrapping ErrNotHeld, and changes nothing, when the key does not hold
 // lease.
 func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
-	cctx, end, err := l.begin(ctx)
+	cctx, id, err := l.begin(ctx)
 	if err != nil {
 		return opError("Unlock", lease.Key, err)
 	}
-	defer end()
+	defer l.end(id)
 	if err := l.unlock(cctx, lease); err != nil {
 		return fail(cctx, "Unlock", lease.Key, err)
 	}
@@ -62,16 +62,20 @@ func (l *Locker) unlock(ctx context.Context, lease distlock.Lease) error {
 		return notHeldNow(unknown)
 	}
 	l.forget(lk)
+	l.endLoss(k, lease.Fence)
 	if d := resp.Responses[0].GetResponseDeleteRange(); d != nil && len(d.PrevKvs) > 0 && d.PrevKvs[0].Lease != 0 {
 		l.revokeLater(clientv3.LeaseID(d.PrevKvs[0].Lease)) // not known to hold nothing else
 	}
 	return nil
 }
 
-// unlockHeld is Unlock of an acquisition that this Locker recorded (h): it deletes
-// the key only if it still holds exactly what the Locker recorded (the create
-// revision, the value with the lease's token, the etcd lease), which needs no
-// PrevKV to tell which lease becomes a spare. When the key holds lease otherwise
+// unlockHeld is Unlock of an acquisition that this Locker recorded (h), whose
+// token Unlock checked against the recorded value: it deletes the key only if it
+// still holds what the Locker recorded (the create revision, the etcd lease),
+// which needs no PrevKV to tell which lease becomes a spare. The value needs no
+// comparison (one read less on the server): the create revision fixes the token,
+// and only a Renew that moves the key to a new lease changes the rest of the
+// value. When the key holds lease otherwise
 // (another Locker renewed it onto another lease) it reports !done, and Unlock
 // goes on with the owner check by token.
 func (l *Locker) unlockHeld(ctx context.Context, k string, lk lostKey, lease distlock.Lease, h leaseInfo) (done bool, err error) {
@@ -80,10 +84,8 @@ func (l *Locker) unlockHeld(ctx context.Context, k string, lk lostKey, lease dis
 	err = l.call(ctx, func(ctx context.Context) (err error) {
 		resp, err = l.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(k), "=", int64(lease.Fence)),
-				clientv3.Compare(clientv3.Value(k), "=", h.value),
 				clientv3.Compare(clientv3.LeaseValue(k), "=", h.id)).
 			Then(clientv3.OpDelete(k)).
-			Else(clientv3.OpGet(k)).
 			Commit()
 		unknown = unknown || err != nil
 		return err
@@ -92,15 +94,22 @@ func (l *Locker) unlockHeld(ctx context.Context, k string, lk lostKey, lease dis
 		return true, err
 	}
 	if resp.Succeeded {
-		l.forget(lk)
-		l.putSpare(h) // it holds no key now
+		l.released(lk, k, h) // h holds no key now: a spare
 		return true, nil
 	}
-	if r := resp.Responses[0].GetResponseRange(); r != nil && len(r.Kvs) > 0 && owns(r.Kvs[0], lease) {
+	// Rare: a read tells why (no Else read in the transaction, whose every
+	// Unlock would build and send it). Once the key does not hold lease it
+	// never does again (the create revision is the Fence).
+	get, err := l.get(ctx, k)
+	if err != nil {
+		return true, err
+	}
+	if len(get.Kvs) > 0 && owns(get.Kvs[0], lease) {
 		return false, nil
 	}
 	// The acquisition is over; its lease held no other key.
 	l.forget(lk)
+	l.endLoss(k, lease.Fence)
 	l.revokeLater(h.id)
 	return true, notHeldNow(unknown)
 }

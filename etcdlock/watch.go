@@ -152,11 +152,11 @@ func (l *Locker) runWatch(key string, kw *keyWatch, wch clientv3.WatchChan) {
 // lost its leader ends the Wait with an error too. Close ends a Wait in flight
 // with an error wrapping distlock.ErrClosed.
 func (l *Locker) Wait(ctx context.Context, key string) error {
-	cctx, end, err := l.begin(ctx)
+	cctx, id, err := l.begin(ctx)
 	if err != nil {
 		return opError("Wait", key, err)
 	}
-	defer end()
+	defer l.end(id)
 	if err := l.wait(cctx, key); err != nil {
 		return fail(cctx, "Wait", key, err)
 	}
