@@ -6,12 +6,13 @@ import (
 	"time"
 )
 
-// goals writes the goals of issue 9 with the numbers, met or not. The peers'
+// goals writes the goals of issues 9 and 16 with the numbers, met or not. The peers'
 // numbers are in the workloads' tables.
 func (rep *Report) goals(b *strings.Builder, h string) {
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	p("%s Goals\n\n| goal | result | numbers |\n|---|---|---|\n", h)
 	p("| redislock uncontended >= 1.0x the faster of redsync and bsm/redislock | %s |\n", rep.uncontendedGoal())
+	p("| uncontended (W1) >= 1.0x the best peer of each protocol (PostgreSQL: >= %.1fx its advisory lock at 16 goroutines) | %s |\n", pgAdvisoryGoal, rep.peerGoal())
 	p("| handoff gap p50 <= %v on every backend with a Waiter | %s |\n", handoffGoal, rep.handoffGoal())
 	p("| failover <= ttl (or session timeout) + %.0f%% | %s |\n", failoverSlack*100, rep.failoverGoal())
 	p("| herd of %d waiters (W4): handoff gap p50 <= %v and server requests per handoff <= %d on every backend with a Waiter | %s |\n",
@@ -119,6 +120,52 @@ func (rep *Report) uncontendedGoal() string {
 		parts = append(parts, fmt.Sprintf("%s: **%.2fx** (%s vs %s %s ops/s)", goroutines(g), ratio, rate(ours.Rate), name, rate(best.Rate)))
 	}
 	return verdict + " | " + strings.Join(parts, "; ")
+}
+
+// pgAdvisoryGoal is issue 16's goal for sqllock/postgres against the advisory lock,
+// which takes no row, no ttl and no fence: only at 16 goroutines, where a row
+// protocol's commits can overlap.
+const pgAdvisoryGoal = 0.5
+
+// peerGoal returns the result and numbers cells of the goal of W1 against each
+// protocol's best peer. Where the protocol has a floor that is not its baseline
+// (PostgreSQL's lease row: two UPDATEs by hand), its ratio to the peer is shown
+// too: what a row protocol can reach at all.
+func (rep *Report) peerGoal() string {
+	verdict := "met"
+	var parts []string
+	for _, r := range rep.Results {
+		if r.Workload != W1 || r.Role != Ours || !r.OK() || r.Rate <= 0 {
+			continue
+		}
+		peer, ok := rep.bestPeer(r.Protocol, W1, r.Goroutines)
+		if !ok || peer.Rate <= 0 {
+			continue
+		}
+		goal := 1.0
+		if r.Protocol == "postgres" {
+			if r.Goroutines != 16 {
+				continue
+			}
+			goal = pgAdvisoryGoal
+		}
+		ratio := r.Rate / peer.Rate
+		mark := ""
+		if ratio < goal {
+			verdict, mark = "not met", " (under)"
+		}
+		part := fmt.Sprintf("%s %s %.2fx%s", r.Subject, goroutines(r.Goroutines), ratio, mark)
+		for _, f := range rep.Results {
+			if f.Workload == W1 && f.Role == Floor && !f.Baseline && f.Protocol == r.Protocol && f.Goroutines == r.Goroutines && f.OK() && r.Protocol == "postgres" {
+				part += fmt.Sprintf(" (%s: %.2fx)", f.Subject, f.Rate/peer.Rate)
+			}
+		}
+		parts = append(parts, part)
+	}
+	if len(parts) == 0 {
+		return "not measured | -"
+	}
+	return verdict + " | ours / best peer: " + strings.Join(parts, ", ")
 }
 
 // handoffGoal returns the result and numbers cells of goal 2.
