@@ -21,19 +21,15 @@ type phase1 struct {
 
 // shareStall is how long a call with ctx waits for the node's shared call or batch
 // in flight (redisx.Node.RunSharedStall) before it goes alone: a quarter of what is
-// left of its deadline (the node timeout), at most maxShareStall. A healthy batch
-// takes a round trip; one that takes longer (a connection that hangs, a call in
-// flight when the network dropped, a loaded machine) costs the calls queued behind
-// it little of their deadline, and they go alone as they did before sharing.
+// left of its deadline (the node timeout), so a connection that hangs (a call in
+// flight when the network dropped) costs the calls queued behind it a fraction of
+// their deadline, not all of it.
 func shareStall(ctx context.Context) time.Duration {
 	if d, ok := ctx.Deadline(); ok {
-		return min(max(time.Until(d)/4, time.Millisecond), maxShareStall)
+		return max(time.Until(d)/4, time.Millisecond)
 	}
-	return maxShareStall
+	return redisx.SharedStall
 }
-
-// maxShareStall bounds shareStall.
-const maxShareStall = 20 * time.Millisecond
 
 // acquireCall is the keys and arguments of phase 1's script, the same on every node.
 type acquireCall struct {
