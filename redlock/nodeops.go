@@ -19,18 +19,6 @@ type phase1 struct {
 	out     *nodeState    // non-nil when the node does not count: it lost its data
 }
 
-// shareStall is how long a call with ctx waits for the node's shared call or batch
-// in flight (redisx.Node.RunSharedStall) before it goes alone: a quarter of what is
-// left of its deadline (the node timeout), so a connection that hangs (a call in
-// flight when the network dropped) costs the calls queued behind it a fraction of
-// their deadline, not all of it.
-func shareStall(ctx context.Context) time.Duration {
-	if d, ok := ctx.Deadline(); ok {
-		return max(time.Until(d)/4, time.Millisecond)
-	}
-	return redisx.SharedStall
-}
-
 // acquireCall is the keys and arguments of phase 1's script, the same on every node.
 type acquireCall struct {
 	keys []string
@@ -41,9 +29,7 @@ func (l *Locker) acquireOn(ctx context.Context, i int, c acquireCall) (phase1, e
 	if hook := l.hookAcquire.Load(); hook != nil {
 		(*hook)(i)
 	}
-	// Concurrent calls of this Locker to the node share round trips (RunShared):
-	// one write and one read for all those that queue while one is in flight.
-	v, err := l.nodes[i].RunSharedStall(ctx, shareStall(ctx), acquireScript, c.keys, c.args...)
+	v, err := l.nodes[i].Run(ctx, acquireScript, c.keys, c.args...).Result()
 	if err != nil {
 		return phase1{}, err
 	}
@@ -93,9 +79,8 @@ func newReleaseCall(n redisx.Names, token string) releaseCall {
 // releaseOn releases c's token's lock on node i; the token is one of ours
 // (redisx.Ours).
 func (l *Locker) releaseOn(ctx context.Context, i int, c releaseCall) (bool, error) {
-	v, err := l.nodes[i].RunSharedStall(ctx, shareStall(ctx), releaseScript, c.keys, c.args...)
-	n, _ := v.(int64)
-	return n == 1 && err == nil, err
+	v, err := l.nodes[i].Run(ctx, releaseScript, c.keys, c.args...).Int64()
+	return v == 1, err
 }
 
 // release removes token's lock (token is one of ours) from the nodes in idx with a

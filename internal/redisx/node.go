@@ -124,13 +124,6 @@ func (n *Node) RenewShared(ctx context.Context, lock, token string, ms int64) (b
 // call gets its own reply; a caller returns when its own reply has come, and sends
 // at most one batch. A lone call is a plain Run.
 func (n *Node) RunShared(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
-	return n.RunSharedStall(ctx, SharedStall, s, keys, args...)
-}
-
-// RunSharedStall is RunShared with stall in place of SharedStall: a caller with a
-// short deadline of its own (redlock's per-node timeout) goes alone sooner when the
-// call or batch in flight hangs.
-func (n *Node) RunSharedStall(ctx context.Context, stall time.Duration, s *redis.Script, keys []string, args ...any) (any, error) {
 	q := &n.shared
 	q.mu.Lock()
 	if !q.busy {
@@ -140,14 +133,14 @@ func (n *Node) RunSharedStall(ctx context.Context, stall time.Duration, s *redis
 		n.nextShared()
 		return v, err
 	}
-	if time.Since(q.since) > stall {
+	if time.Since(q.since) > SharedStall {
 		q.mu.Unlock()
 		return n.Run(ctx, s, keys, args...).Result()
 	}
 	r := &sharedReq{s: s, keys: keys, args: args, wake: make(chan struct{}, 1)}
 	q.pending = append(q.pending, r)
 	q.mu.Unlock()
-	t := time.NewTimer(stall)
+	t := time.NewTimer(SharedStall)
 	select {
 	case <-r.wake:
 		t.Stop()
