@@ -46,9 +46,7 @@
 //     (internal/redisx's RunShared) as one multi-key script per 256 leases, with a
 //     reply per lease, so every lease's quorum is counted from its own answers
 //     (TestRenewShared: 1,000 concurrent Renews cost each master about 0.01 reads
-//     per renewal, not 0.8). Concurrent TryLocks and Unlocks of one Locker share
-//     round trips the same way, each waiting at most a quarter of its node timeout
-//     for the call in flight before it goes alone.
+//     per renewal, not 0.8).
 //
 // TryLock returns distlock.ErrLocked only when other owners' locks on the masters
 // that answered kept the attempt from a quorum those masters could have given; when
