@@ -167,23 +167,23 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 	// quorum; raising the others too keeps the counters in step for later
 	// acquisitions.
 	ok := 0
-	var lagLocked, lagOther []int
+	var lagLocked []int
 	for i, r := range res {
 		switch {
 		case r.err != nil, r.v.out != nil:
+		case !r.v.locked:
+			// Another owner's lock: phase 1 did not read its counter, which that
+			// owner's own attempt incremented. Raising it is not needed for
+			// safety (only locked nodes count); a later phase 2 raises it if it lags.
 		case r.v.fence >= fence:
-			if r.v.locked {
-				ok++
-			}
-		case r.v.locked:
-			lagLocked = append(lagLocked, i)
+			ok++
 		default:
-			lagOther = append(lagOther, i)
+			lagLocked = append(lagLocked, i)
 		}
 	}
 	raise := func(ctx context.Context, i int) (bool, error) { return l.raiseOn(ctx, i, n, token, fence) }
 	if ok < l.quorum {
-		res2 := fanout(ctx, l, append(lagLocked, lagOther...), nt, raise, nil, func(res []reply[bool]) bool {
+		res2 := fanout(ctx, l, lagLocked, nt, raise, nil, func(res []reply[bool]) bool {
 			more := 0
 			for _, i := range lagLocked {
 				if r := res[i]; r.answered && r.err == nil && r.v {
@@ -205,7 +205,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 			return fail(fmt.Errorf("fence %d recorded on only %d of %d nodes (quorum %d); released: %w",
 				fence, ok, len(l.nodes), l.quorum, errors.Join(errs...)))
 		}
-	} else if lag := append(lagLocked, lagOther...); len(lag) > 0 {
+	} else if lag := lagLocked; len(lag) > 0 {
 		// Not needed for this lease: raise in the background, bounded.
 		l.group.Go(func() {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.CleanupTimeout)

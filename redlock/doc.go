@@ -43,9 +43,10 @@
 //     release on every master. Concurrent Renews of one Locker (distlock.Hold with
 //     many leases) share round trips: while one Renew's script is in flight on a
 //     master, the others queue and go out in the next pipeline to that master
-//     (internal/redisx's RunShared), each with its own reply, so every lease's
-//     quorum is counted from its own answers (TestRenewShared: 1,000 concurrent
-//     Renews cost each master about 0.01 reads per renewal, not 0.8).
+//     (internal/redisx's RunShared) as one multi-key script per 256 leases, with a
+//     reply per lease, so every lease's quorum is counted from its own answers
+//     (TestRenewShared: 1,000 concurrent Renews cost each master about 0.01 reads
+//     per renewal, not 0.8).
 //
 // TryLock returns distlock.ErrLocked only when other owners' locks on the masters
 // that answered kept the attempt from a quorum those masters could have given; when
@@ -66,8 +67,10 @@
 //     phase 2 raises the counter to Fence (SET counter = max(counter, Fence)) on the
 //     lagging masters, and the attempt succeeds only when a quorum of masters whose
 //     lock it holds carry a counter >= Fence. Where all masters are in step, which is
-//     the usual case, phase 2 is skipped: one round trip. Masters that are not
-//     needed for the quorum are raised in the background, to keep them in step.
+//     the usual case, phase 2 is skipped: one round trip. Locked masters that are
+//     not needed for the quorum are raised in the background, to keep them in
+//     step; a master held by another owner is left as it is (phase 1 does not read
+//     its counter, which that owner's attempt incremented).
 //
 // Why a later acquisition B gets a larger fence than an earlier one A (A's window
 // ended before B acquired): A made a quorum QA of masters, on each of which it held
@@ -253,8 +256,9 @@
 // enough subscriptions are confirmed that any quorum's release reaches it; until
 // then, a read sent at once bounds it by the holders' times to live. A Wait that
 // follows a TryLock of its Locker that found the key held on N-quorum+1 masters
-// whose channels were already subscribed, with no message since, skips the read:
-// that TryLock was it.
+// whose channels were already subscribed, with no message since that may be the
+// release of the holder it saw there (one with that holder's digest, or an empty
+// one), skips the read: that TryLock was it.
 //
 // The Waits of one Locker on a key form one line (internal/waitq). A release wakes
 // the first of them only, on the first master's message: the next one wakes when

@@ -86,7 +86,9 @@ func New(clients []redis.UniversalClient, opts *Options) (*Locker, error) {
 		if rc, ok := c.(*redis.Client); ok {
 			name = fmt.Sprintf("node %d (%s)", i, rc.Options().Addr)
 		}
-		l.nodes = append(l.nodes, redisx.NewNode(c, i, name, o.NodeTimeout, o.hub))
+		node := redisx.NewNode(c, i, name, o.NodeTimeout, o.hub)
+		node.SetStandalone() // checkClient rejects Cluster and Ring clients
+		l.nodes = append(l.nodes, node)
 		l.all = append(l.all, i)
 	}
 	l.suspect = make([]atomic.Bool, len(l.nodes))

@@ -54,7 +54,7 @@ func (l *Locker) saw(channel string, p peeks, res []reply[phase1], held []int) {
 			if pttl < 0 {
 				pttl = -1
 			}
-			l.nodes[i].Hub.Saw(channel, p.toks[i], pttl)
+			l.nodes[i].Hub.SawHolder(channel, p.toks[i], pttl, res[i].v.digest)
 		}
 	}
 }

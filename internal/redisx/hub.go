@@ -108,17 +108,22 @@ func NewHub(client redis.UniversalClient, node int, cfg HubConfig) *Hub {
 // A topic is one channel of a hub.
 type topic struct {
 	waiters   map[*Listener]struct{}
-	active    bool   // the server confirmed the subscription on the current connection
-	seq       uint64 // messages received on the channel
+	active    bool                   // the server confirmed the subscription on the current connection
+	seq       uint64                 // messages received on the channel
+	recent    [recentMessages]string // payloads of the last messages, by seq
 	idleSince time.Time
 	seen      sighting
 }
 
+// recentMessages is how many payloads a topic keeps for Check.
+const recentMessages = 8
+
 // A sighting is a TryLock that found the key held while the channel was active.
 type sighting struct {
-	ok    bool
-	tok   Token
-	until time.Time // when the holder's time to live surely ended
+	ok     bool
+	tok    Token
+	until  time.Time // when the holder's time to live surely ended
+	holder string    // the payload of the holder's release; "": any message
 }
 
 // A Token is what Peek returns: the state of a channel before a TryLock is sent.
@@ -279,6 +284,13 @@ func (h *Hub) Peek(channel string) (Token, bool) {
 // held with pttl to live (as PTTL reports it: negative for no time to live). It is
 // kept only while the subscription that tok saw is still the channel's, unbroken.
 func (h *Hub) Saw(channel string, tok Token, pttl time.Duration) {
+	h.SawHolder(channel, tok, pttl, "")
+}
+
+// SawHolder is Saw for a key whose holder's release publishes holder (non-empty): a
+// message with another non-empty payload since Peek (the release of an earlier
+// holder, or of a lock on another node) does not make Check report a release.
+func (h *Hub) SawHolder(channel string, tok Token, pttl time.Duration, holder string) {
 	until := time.Now().Add(NoTTLBound)
 	if pttl >= 0 {
 		// The reply came after the server read pttl, which PTTL truncates to the
@@ -289,7 +301,7 @@ func (h *Hub) Saw(channel string, tok Token, pttl time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if t := h.topics[channel]; t != nil && t == tok.topic && t.active && h.epoch == tok.epoch {
-		t.seen = sighting{ok: true, tok: tok, until: until}
+		t.seen = sighting{ok: true, tok: tok, until: until, holder: holder}
 	}
 }
 
@@ -305,7 +317,27 @@ func (h *Hub) Check(channel string) (until time.Time, released, ok bool) {
 	if t == nil || !t.active || !t.seen.ok || t.seen.tok.epoch != h.epoch {
 		return time.Time{}, false, false
 	}
-	return t.seen.until, t.seq != t.seen.tok.seq, true
+	return t.seen.until, t.released(), true
+}
+
+// released reports whether a message that may be the release of t's sighted holder
+// arrived since its TryLock was sent: any message when the holder is unknown or more
+// messages came than t keeps; else one with an empty payload or the holder's. The
+// hub's lock is held.
+func (t *topic) released() bool {
+	since := t.seq - t.seen.tok.seq
+	if since == 0 {
+		return false
+	}
+	if t.seen.holder == "" || since > recentMessages {
+		return true
+	}
+	for s := t.seen.tok.seq + 1; s <= t.seq; s++ {
+		if p := t.recent[s%recentMessages]; p == "" || p == t.seen.holder {
+			return true
+		}
+	}
+	return false
 }
 
 // Closed reports whether Close was called.

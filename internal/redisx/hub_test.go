@@ -103,3 +103,54 @@ func TestHubReleasedHook(t *testing.T) {
 		t.Fatal("Close did not wake the listener")
 	}
 }
+
+// TestSawHolder: a sighting that names its holder's release payload (redlock's
+// digest) is not undone by messages with other payloads (an earlier holder's
+// release, another token's clean-up), but is by the holder's own, by an empty one,
+// and by more messages than the hub keeps.
+func TestSawHolder(t *testing.T) {
+	h := newHub(t, redisx.HubConfig{})
+	ch := "holder-" + distlock.NewToken()[:8]
+	ls := redisx.NewInboxListener(1)
+	require.NoError(t, h.Register(ch, ls))
+	defer h.Unregister(ch, ls)
+	select {
+	case c := <-ls.Confirmed():
+		require.NoError(t, c.Err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("not confirmed within 5s")
+	}
+	c := redis.NewClient(&redis.Options{Addr: redisSrv.Addr()})
+	defer c.Close()
+	publish := func(payloads ...string) {
+		for _, p := range payloads {
+			require.NoError(t, c.Publish(t.Context(), ch, p).Err())
+		}
+		want := len(payloads)
+		require.Eventually(t, func() bool {
+			want -= len(ls.Inbox().Take())
+			return want == 0
+		}, 5*time.Second, time.Millisecond)
+	}
+	released := func() bool {
+		_, rel, seen := h.Check(ch)
+		require.True(t, seen)
+		return rel
+	}
+	for _, tc := range []struct {
+		name     string
+		payloads []string
+		want     bool
+	}{
+		{"others", []string{"old", "cleanup"}, false},
+		{"holder", []string{"old", "holder"}, true},
+		{"empty", []string{""}, true},
+		{"too many", []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"}, true},
+	} {
+		tok, ok := h.Peek(ch)
+		require.True(t, ok)
+		h.SawHolder(ch, tok, time.Minute, "holder")
+		publish(tc.payloads...)
+		require.Equal(t, tc.want, released(), tc.name)
+	}
+}

@@ -222,6 +222,7 @@ func (h *Hub) read(ps *redis.PubSub, quit chan struct{}) {
 			h.mu.Lock()
 			if t := h.topics[m.Channel]; h.ps == ps && t != nil {
 				t.seq++
+				t.recent[t.seq%recentMessages] = m.Payload
 				if h.cfg.Released != nil {
 					h.cfg.Released(m.Channel)
 				} else {

@@ -2,6 +2,7 @@ package redisx
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -21,7 +22,17 @@ type Node struct {
 	retry  time.Duration
 	ms     atomic.Pointer[boxedMillis] // the last ttl argument, boxed
 	shared sharedQueue                 // RunShared's
+	// many: the node is one standalone server, so a batch of RenewShared calls
+	// goes as one multi-key script (see SetStandalone).
+	many bool
 }
+
+// SetStandalone tells n that its client reaches one standalone server (not a
+// Cluster, whose keys of one script must share a slot): a batch of RenewShared calls
+// then runs as one script per renewManyMax leases (renewManyScript) rather than one
+// script per lease, which spares the server a command per lease and the client a
+// command object per lease. Call it before n is used.
+func (n *Node) SetStandalone() { n.many = true }
 
 // boxedMillis is a ttl in milliseconds and the same as a script argument.
 type boxedMillis struct {
@@ -169,22 +180,84 @@ func (n *Node) nextShared() {
 
 // runBatch sends batch in one pipeline, sets each one's result, and wakes all but
 // the first (the caller). A script that the server does not have is run again on
-// its own (Run falls back to EVAL).
+// its own (Run falls back to EVAL). On a standalone node (SetStandalone) the
+// renewals of the batch go as renewManyScript calls.
 func (n *Node) runBatch(ctx context.Context, batch []*sharedReq) {
+	many := func(r *sharedReq) bool { return false }
+	if n.many {
+		renews := 0
+		for _, r := range batch {
+			if r.s == renewScript {
+				renews++
+			}
+		}
+		if renews > 1 {
+			many = func(r *sharedReq) bool { return r.s == renewScript }
+		}
+	}
 	p := n.Client.Pipeline()
-	cmds := make([]*redis.Cmd, len(batch))
-	for i, r := range batch {
-		cmds[i] = r.s.EvalSha(ctx, p, r.keys, r.args...)
+	var cmds []*redis.Cmd
+	var renews []*sharedReq
+	for _, r := range batch {
+		if many(r) {
+			renews = append(renews, r)
+			continue
+		}
+		cmds = append(cmds, r.s.EvalSha(ctx, p, r.keys, r.args...))
+	}
+	var calls []manyCall
+	for rest := renews; len(rest) > 0; {
+		k := min(len(rest), renewManyMax)
+		c := manyCall{reqs: rest[:k], keys: make([]string, k), args: make([]any, 0, 2*k)}
+		for i, r := range c.reqs {
+			c.keys[i] = r.keys[0]
+			c.args = append(c.args, r.args...)
+		}
+		c.cmd = renewManyScript.EvalSha(ctx, p, c.keys, c.args...)
+		calls = append(calls, c)
+		rest = rest[k:]
 	}
 	_, _ = p.Exec(ctx)
-	for i, r := range batch {
-		cmd := cmds[i]
+	ci := 0
+	for _, r := range batch {
+		if many(r) {
+			continue
+		}
+		cmd := cmds[ci]
+		ci++
 		if IsNoScript(cmd.Err()) {
 			cmd = n.Run(ctx, r.s, r.keys, r.args...)
 		}
 		r.v, r.err = cmd.Result()
-		if i > 0 {
-			r.wake <- struct{}{}
+	}
+	for _, c := range calls {
+		cmd := c.cmd
+		if IsNoScript(cmd.Err()) {
+			cmd = n.Run(ctx, renewManyScript, c.keys, c.args...)
+		}
+		v, err := cmd.Slice()
+		if err == nil && len(v) != len(c.reqs) {
+			err = fmt.Errorf("unexpected reply of %d values to %d renewals", len(v), len(c.reqs))
+		}
+		for i, r := range c.reqs {
+			if r.err = err; err == nil {
+				r.v = v[i]
+			}
 		}
 	}
+	for _, r := range batch[1:] {
+		r.wake <- struct{}{}
+	}
 }
+
+// A manyCall is one renewManyScript call of a batch and the calls it answers.
+type manyCall struct {
+	reqs []*sharedReq
+	keys []string
+	args []any
+	cmd  *redis.Cmd
+}
+
+// renewManyMax bounds the leases of one renewManyScript call: the server runs
+// nothing else while a script runs (3 commands per lease).
+const renewManyMax = 256

@@ -44,6 +44,27 @@ end
 return 0
 `)
 
+// renewManyScript is renewScript for many locks at once, on one standalone server
+// (its keys need not share a slot): KEYS[i] lock key, ARGV[2i-1] its token, ARGV[2i]
+// its ttl in ms. Returns one value per lock, as renewScript's.
+var renewManyScript = redis.NewScript(`
+local r = {}
+for i = 1, #KEYS do
+  local t = ARGV[2 * i - 1]
+  local ms = tonumber(ARGV[2 * i])
+  local v = redis.call('GET', KEYS[i])
+  if v and string.sub(v, 1, #t + 1) == t .. '|' then
+    if redis.call('PTTL', KEYS[i]) < ms then
+      redis.call('PEXPIRE', KEYS[i], ms)
+    end
+    r[i] = 1
+  else
+    r[i] = 0
+  end
+end
+return r
+`)
+
 // unlockScript deletes the lock when ARGV[1] still owns it and announces the release
 // on the key's channel.
 //
