@@ -15,18 +15,28 @@ func (rep *Report) goals(b *strings.Builder, h string) {
 	p("| uncontended (W1) >= 1.0x the best peer of each protocol (PostgreSQL: >= %.1fx its advisory lock at 16 goroutines) | %s |\n", pgAdvisoryGoal, rep.peerGoal())
 	p("| handoff gap p50 <= %v on every backend with a Waiter | %s |\n", handoffGoal, rep.handoffGoal())
 	p("| failover <= ttl (or session timeout) + %.0f%% | %s |\n", failoverSlack*100, rep.failoverGoal())
-	p("| herd of %d waiters (W4): handoff gap p50 <= %v and server requests per handoff <= %d on every backend with a Waiter | %s |\n",
+	p("| herd of %d waiters (W4): handoff gap p50 <= %v and server requests per handoff <= %d per server on every backend with a Waiter | %s |\n",
 		max(rep.Config.W4Waiters, DefaultConfig().W4Waiters), handoffGoal, herdRequestsGoal, rep.herdGoal())
 	p("| memory per held lease < %d KiB (W5: live heap, %s leases under Hold) | %s |\n", leaseMemoryGoal/1024, orDash(rep.leasesText()), rep.leaseGoal())
 	p("\n")
 }
 
-// herdRequestsGoal bounds W4's server requests per handoff: a constant, whatever
-// the number of waiters. leaseMemoryGoal bounds W5's heap per held lease.
+// herdRequestsGoal bounds W4's server requests per handoff and server: a
+// constant, whatever the number of waiters (a RedLock handoff must acquire and
+// release on every master: its bound is herdRequestsGoal per master).
+// leaseMemoryGoal bounds W5's heap per held lease.
 const (
 	herdRequestsGoal = 25
 	leaseMemoryGoal  = 2048
 )
+
+// serversOf is the number of servers that every operation of protocol reaches.
+func serversOf(protocol string) int {
+	if protocol == "redlock" {
+		return RedLockMasters
+	}
+	return 1
+}
 
 // leasesText is W5's number of leases, or "" for a Config without W5.
 func (rep *Report) leasesText() string {
@@ -51,11 +61,14 @@ func (rep *Report) herdGoal() string {
 			}
 			continue
 		}
-		mark := ""
-		if r.P50 > handoffGoal || r.ReqPerOp > herdRequestsGoal {
+		mark, servers, per := "", serversOf(r.Protocol), ""
+		if r.P50 > handoffGoal || r.ReqPerOp > herdRequestsGoal*float64(servers) {
 			verdict, mark = "not met", " (over)"
 		}
-		parts = append(parts, fmt.Sprintf("%s %s, %s req%s", r.Subject, dur(r.P50), perOp(r), mark))
+		if servers > 1 && r.ReqPerOp >= 0 {
+			per = fmt.Sprintf(" (%.1f per master)", r.ReqPerOp/float64(servers))
+		}
+		parts = append(parts, fmt.Sprintf("%s %s, %s req%s%s", r.Subject, dur(r.P50), perOp(r), per, mark))
 	}
 	if len(parts) == 0 {
 		return "not measured | -"
