@@ -297,7 +297,7 @@ func (rep *Report) header() []KV {
 	settings := fmt.Sprintf("ttl and session timeout %v; W1 %v goroutines, up to %d pairs or %v per cell in %d rounds (after %d warm-up pairs per goroutine); W2 %d waiters, hold %v, up to %d acquisitions or %v in %d rounds; W3 %d trials",
 		c.TTL, c.W1Goroutines, c.W1Ops, c.W1Time, c.W1Rounds, c.W1Warmup, c.W2Waiters, c.W2Hold, c.W2Acquisitions, c.W2Time, c.w2Rounds(), c.W3Trials)
 	if c.W4Waiters > 0 {
-		settings += fmt.Sprintf("; W4 %d waiters over %d clients, hold %v, up to %d handoffs or %v after %v to settle; W5 %d leases (acquired %d at a time) under Hold with ttl %v for %v",
+		settings += fmt.Sprintf("; W4 %d waiters over %d clients, hold %v, up to %d handoffs or %v after %v to settle (longer, up to 2/3 of the ttl, until the server counter grows by at most 1 request per 100 waiters in 100ms); W5 %d leases (acquired %d at a time) under Hold with ttl %v for %v",
 			c.W4Waiters, c.W4Clients, c.W4Hold, c.W4Handoffs, c.W4Time, c.W4Settle, c.W5Leases, c.W5Parallel, c.W5TTL, c.W5Time)
 	}
 	if len(c.Workloads) > 0 {

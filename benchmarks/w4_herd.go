@@ -137,6 +137,7 @@ func RunW4(ctx context.Context, s Subject, cfg Config, key string) (r Result) {
 	}
 	if s.Requests != nil {
 		b, err := s.Requests.read(ctx, cfg.W4Settle)
+		b, err = quiet(ctx, s.Requests, b, err, n, cfg.TTL*2/3-cfg.W4Settle)
 		mu.Lock()
 		before, counterErr = b, err
 		mu.Unlock()
@@ -199,4 +200,33 @@ func RunW4(ctx context.Context, s Subject, cfg Config, key string) (r Result) {
 		r.Err = err.Error()
 	}
 	return r
+}
+
+// quietWindow is how often quiet reads the counter.
+const quietWindow = 100 * time.Millisecond
+
+// quiet waits, up to limit, until the server counter c grows by at most waiters/100
+// requests in a quietWindow: the herd's first TryLocks have all been answered and
+// its waiters wait, so that the handoffs' count does not include them (on a slow
+// machine 1 s is not always enough for 1,000 waiters' first attempts). last is the
+// reading taken now (and its error); quiet returns the last reading.
+func quiet(ctx context.Context, c *Counter, last int64, err error, waiters int, limit time.Duration) (int64, error) {
+	deadline := time.Now().Add(limit)
+	for err == nil && time.Now().Before(deadline) {
+		select {
+		case <-time.After(quietWindow):
+		case <-ctx.Done():
+			return last, ctx.Err()
+		}
+		v, rerr := c.read(ctx, quietWindow)
+		if rerr != nil {
+			return v, rerr
+		}
+		grew := v - last
+		last = v
+		if grew <= int64(max(waiters/100, 1)) {
+			break
+		}
+	}
+	return last, err
 }
