@@ -59,11 +59,13 @@ func (l *Locker) tryLockChecked(ctx context.Context, key string, ttl time.Durati
 		return distlock.Lease{}, err
 	}
 	l.queue.Attempt(key) // a woken waiter's attempt ends its handoff
-	lease, err := l.tryLock(ctx, key, ttl, start, true)
-	if err != nil && !errors.Is(err, distlock.ErrLocked) {
-		l.queue.AttemptFailed(key) // nobody may take the key: wake the next waiter
-	}
-	return lease, err
+	return l.flights.run(ctx, key, start, func() (distlock.Lease, error) {
+		lease, err := l.tryLock(ctx, key, ttl, start, true)
+		if err != nil && !errors.Is(err, distlock.ErrLocked) {
+			l.queue.AttemptFailed(key) // nobody may take the key: wake the next waiter
+		}
+		return lease, err
+	})
 }
 
 // tryLock is one attempt of TryLock, whose call began at start. When it finds a

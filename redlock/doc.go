@@ -54,6 +54,14 @@
 // does not wrap ErrLocked. Even N is allowed but wasteful: 4 masters tolerate one
 // failure, as 3 do.
 //
+// One attempt per key of a Locker is in flight at a time: a TryLock that finds
+// one waits for it and returns ErrLocked when it acquired the key (held by the
+// Locker's other caller during this call) or when it began after this call and
+// found the key held; otherwise it makes its own. Hundreds of TryLocks of one key
+// through one Locker (a herd of waiters) so cost a few rounds, not hundreds that
+// would fill the clients' connection pools, run past the node timeout and fail
+// with errors instead of ErrLocked (TestOneAttemptPerKey).
+//
 // # Fencing across majorities
 //
 // A counter on one master is not enough: two acquisitions may use different

@@ -37,6 +37,7 @@ type Locker struct {
 	group        *redisx.Group // calls and their goroutines, for Close
 	queue        *waitq.Queue  // the Waits' lines, by key (herd.go)
 	views        views         // what the Locker knows of each waited key's holders
+	flights      flights       // one attempt per key in flight (flight.go)
 	// hookAcquire, when set (by tests, export_test.go), runs before phase 1's script
 	// is sent to a node, with the node's index.
 	hookAcquire atomic.Pointer[func(i int)]
