@@ -17,6 +17,10 @@
 //		})
 //	}
 //
+// A partition by Blackhole loses the bytes sent during it; for a client whose protocol
+// keeps state across the messages of a connection (gRPC over HTTP/2), use Stall, which
+// holds them and delivers them after heal, as TCP does.
+//
 // Every rule of the contract (see distlock.Locker) is a subtest named after it, and
 // every failure message starts with the rule it breaks, e.g. "rule 2 (owner check)".
 // Optional interfaces (distlock.Waiter, Inspector, LossNotifier, LossWatcher) are found by type

@@ -130,7 +130,7 @@ func (c *conn) interruptWrites() {
 }
 
 // read reads chunks from src and queues them for the writer, dropping them while
-// blackholed. Its last chunk carries the error that ended reading.
+// blackholed (a stall holds them in the queue, whose bound stops the reading). Its last chunk carries the error that ended reading.
 func (c *conn) read(src net.Conn, q chan<- chunk) {
 	buf := make([]byte, chunkSize)
 	for {
@@ -203,12 +203,13 @@ func (c *conn) await(ch chunk, timer *time.Timer) (deliver, ok bool) {
 		case modeCut:
 			c.shutdown(true)
 			return false, false
-		case modeBlackhole:
-			if ch.err == nil {
+		case modeBlackhole, modeStall:
+			if m == modeBlackhole && ch.err == nil {
 				c.p.dropped.Add(int64(len(ch.data)))
 				return false, true
 			}
-			// The end of the stream is held back until the blackhole ends.
+			// A stall holds everything back, and a blackhole the end of the
+			// stream, until it ends.
 			select {
 			case <-changed:
 				continue
@@ -232,12 +233,21 @@ func (c *conn) await(ch chunk, timer *time.Timer) (deliver, ok bool) {
 }
 
 // writeAll writes b to dst unless a blackhole starts, in which case the rest of b is
-// dropped. It reports false when the connection is going down.
+// dropped; a stall holds the rest of b back until it ends. It reports false when the
+// connection is going down.
 func (c *conn) writeAll(dst net.Conn, b []byte, counter *atomic.Int64) bool {
 	for len(b) > 0 {
 		if c.p.blackholed() {
 			c.p.dropped.Add(int64(len(b)))
 			return true
+		}
+		if stalled, changed := c.p.stalled(); stalled {
+			select {
+			case <-changed:
+				continue
+			case <-c.ctx.Done():
+				return false
+			}
 		}
 		n, err := dst.Write(b)
 		counter.Add(int64(n))

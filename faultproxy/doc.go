@@ -1,7 +1,8 @@
 // Package faultproxy is a loopback TCP proxy that tests put between a client and its
 // server to inject network faults: a cut (every connection is reset and new ones are
 // refused), a blackhole (connections stay open but every byte is lost, as in a
-// partition), and added latency.
+// partition), a stall (as a blackhole, but the bytes are delivered after the
+// partition heals, as TCP resends them), and added latency.
 //
 // It is what the conformance suite's per-client faults need, and it is public so that
 // the author of a backend outside this module can run the whole suite with faults
@@ -21,10 +22,10 @@
 //
 // # Semantics
 //
-// The proxy is in one of three modes: normal, cut or blackholed. Cut and Blackhole
-// replace each other; Heal returns to normal and also removes any delay. Delay is
-// independent of the mode: a delayed proxy that is blackholed still drops everything,
-// and after Heal it forwards without delay.
+// The proxy is in one of four modes: normal, cut, blackholed or stalled. Cut,
+// Blackhole and Stall replace each other; Heal returns to normal and also removes any
+// delay. Delay is independent of the mode: a delayed proxy that is blackholed still
+// drops everything, and after Heal it forwards without delay.
 //
 //   - Normal: bytes are forwarded in both directions, in order, and a half-close (FIN)
 //     is passed on after the bytes before it.
@@ -35,6 +36,12 @@
 //     were read before the blackhole but not yet written. Dropped bytes are lost for
 //     good: after Heal a connection carries only bytes sent after Heal. A close or reset
 //     by either side is held back until Heal, as a partitioned network would.
+//   - Stall: as Blackhole, except that no byte is lost: every byte is held, in order,
+//     and delivered after Heal, as TCP does across a partition that heals before its
+//     connections time out. A partition of a client whose protocol keeps state per
+//     connection (gRPC over HTTP/2) wants Stall: a Blackhole's lost bytes can break
+//     that state, so that the connection fails after Heal for a reason no real
+//     network gives.
 //   - Delay(d): every chunk read at time T is written at T+d (latency, not a throughput
 //     limit), in order. Changing the delay applies to chunks already waiting too, so
 //     Delay(0) or Heal releases them at once.

@@ -55,6 +55,7 @@ type mode int
 const (
 	modeNormal mode = iota
 	modeBlackhole
+	modeStall
 	modeCut
 )
 
@@ -186,8 +187,26 @@ func (p *Proxy) Blackhole() {
 	}
 }
 
-// Heal ends a cut or blackhole and removes any delay: new connections and those still
-// open forward normally again. Bytes dropped by a blackhole stay lost.
+// Stall keeps connections open and accepts new ones, but holds every byte in both
+// directions until Heal (or Cut), and then delivers them in order, as TCP does across a
+// partition: it resends what was not acknowledged until the network heals (or its
+// user timeout, which Stall does not model, gives up). A Blackhole loses those bytes
+// instead, which no TCP connection does: a protocol that keeps state across the
+// messages of a connection (HTTP/2's header compression, gRPC's) may then find that
+// connection broken after Heal. Writes in progress are interrupted, so nothing more
+// reaches either side once Stall returns, apart from bytes already handed to the
+// kernel. What is held per connection and direction is bounded (the proxy stops
+// reading beyond it, as a full TCP window does).
+func (p *Proxy) Stall() {
+	conns := p.setMode(modeStall)
+	for _, c := range conns {
+		c.interruptWrites()
+	}
+}
+
+// Heal ends a cut, blackhole or stall and removes any delay: new connections and those still
+// open forward normally again. Bytes dropped by a blackhole stay lost; bytes held by a
+// stall are delivered.
 func (p *Proxy) Heal() {
 	p.mu.Lock()
 	p.delay = 0
@@ -278,6 +297,14 @@ func (p *Proxy) blackholed() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.mode == modeBlackhole
+}
+
+// stalled reports whether the proxy is stalled, and returns a channel closed at the
+// next change.
+func (p *Proxy) stalled() (bool, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mode == modeStall, p.changed
 }
 
 func (p *Proxy) serve() {
