@@ -57,20 +57,30 @@ func (o *HoldOptions) withDefaults(lease Lease) (HoldOptions, error) {
 type Held struct {
 	l      Locker
 	o      HoldOptions
-	parent context.Context // Hold's ctx without its cancellation: what events carry
-	ctx    context.Context
-	stop   context.CancelCauseFunc
-	done   chan struct{} // closed when no renewal runs or will start, and the loss watch ended
+	parent context.Context // Hold's ctx
 
 	mu    sync.Mutex
 	lease Lease
 	lost  error // why the lease was lost; nil while held
+	// cause is why the Held stopped (the lease lost or released, Hold's ctx ended);
+	// nil while it runs. ctx is Context(), made by its first call (most Helds are
+	// never asked for it, and a context per lease is much of a Held's memory), and
+	// cancel cancels it.
+	cause  error
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 	// The renewal chain: timer runs the next renewal; armed says it is set and has
-	// not fired. active counts what done waits for: the chain, and the goroutine
-	// that watches a LossNotifier.
-	timer  *time.Timer
-	armed  bool
-	active int
+	// not fired; renewing cancels the renewal in flight. active counts what Release
+	// waits for: the chain, and the loss watch. done, made by a Release that has to
+	// wait, is closed when active reaches 0.
+	timer    *time.Timer
+	armed    bool
+	active   int
+	renewing context.CancelFunc
+	done     chan struct{}
+	// unwatch stops the watch of Hold's ctx, stopLoss the Locker's AfterLost.
+	unwatch  func() bool
+	stopLoss func() bool
 
 	release    sync.Once
 	releaseErr error
@@ -89,8 +99,7 @@ var errReleased = errors.New("distlock: lease released")
 // Always call Release. If ctx ends first, renewal stops and Context() is cancelled, but
 // the lease stays on the server until Release or its expiry.
 func Hold(ctx context.Context, l Locker, lease Lease, opts *HoldOptions) *Held {
-	hctx, stop := context.WithCancelCause(ctx)
-	h := &Held{l: l, parent: context.WithoutCancel(ctx), ctx: hctx, stop: stop, done: make(chan struct{}), lease: lease}
+	h := &Held{l: l, parent: ctx, lease: lease}
 	err := ValidateLease(lease)
 	var o HoldOptions
 	if err == nil {
@@ -98,12 +107,11 @@ func Hold(ctx context.Context, l Locker, lease Lease, opts *HoldOptions) *Held {
 	}
 	if err != nil {
 		h.lost = err
-		stop(err)
-		close(h.done)
+		h.halt(err)
 		return h
 	}
 	h.o = o
-	o.Observer.emit(h.parent, Event{Op: OpHold, Key: lease.Key, Fence: lease.Fence})
+	h.emit(Event{Op: OpHold, Key: lease.Key, Fence: lease.Fence})
 	h.start(lease)
 	return h
 }
@@ -111,7 +119,19 @@ func Hold(ctx context.Context, l Locker, lease Lease, opts *HoldOptions) *Held {
 // Context returns a context that is cancelled when the lease is lost (cause wraps
 // ErrNotHeld: test it with errors.Is(context.Cause(ctx), ErrNotHeld)), when it is
 // released, or when Hold's ctx ends.
-func (h *Held) Context() context.Context { return h.ctx }
+func (h *Held) Context() context.Context {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ctx == nil {
+		// Made from Hold's ctx, it is cancelled already when that has ended, with
+		// its error and cause.
+		h.ctx, h.cancel = context.WithCancelCause(h.parent)
+		if h.cause != nil {
+			h.cancel(h.cause)
+		}
+	}
+	return h.ctx
+}
 
 // Lease returns the latest renewed lease.
 func (h *Held) Lease() Lease {
@@ -135,8 +155,19 @@ func (h *Held) Err() error {
 // first result.
 func (h *Held) Release(ctx context.Context) error {
 	h.release.Do(func() {
-		h.stop(errReleased)
-		<-h.done
+		h.halt(errReleased)
+		h.mu.Lock()
+		var wait chan struct{}
+		if h.active > 0 {
+			if h.done == nil {
+				h.done = make(chan struct{})
+			}
+			wait = h.done
+		}
+		h.mu.Unlock()
+		if wait != nil {
+			<-wait
+		}
 		lease := h.Lease()
 		if err := h.Err(); err != nil && h.o.TTL == 0 {
 			h.releaseErr = err // Hold refused the lease or its options: not ours to touch
@@ -157,16 +188,59 @@ func (h *Held) Release(ctx context.Context) error {
 	return h.releaseErr
 }
 
+// emit reports ev to the Observer with Hold's ctx, without its cancellation.
+func (h *Held) emit(ev Event) {
+	if h.o.Observer.OnEvent != nil || h.o.Observer.Logger != nil {
+		h.o.Observer.emit(context.WithoutCancel(h.parent), ev)
+	}
+}
+
 func (h *Held) lose(err error) {
 	h.mu.Lock()
 	h.lost = err
 	lease := h.lease
 	h.mu.Unlock()
-	h.stop(err)
-	h.o.Observer.emit(h.parent, Event{Op: OpLost, Key: lease.Key, Fence: lease.Fence, Err: err})
+	h.halt(err)
+	h.emit(Event{Op: OpLost, Key: lease.Key, Fence: lease.Fence, Err: err})
 }
 
-// start arms the first renewal, stops the chain when Context ends, and watches
+// halt stops the Held for cause, once: it cancels Context() and the renewal in
+// flight, disarms the chain, and stops the watches of Hold's ctx and of the loss.
+func (h *Held) halt(cause error) {
+	h.mu.Lock()
+	if h.cause != nil {
+		h.mu.Unlock()
+		return
+	}
+	h.cause = cause
+	cancel, renewing, unwatch, stopLoss := h.cancel, h.renewing, h.unwatch, h.stopLoss
+	if h.armed && h.timer.Stop() {
+		h.armed = false
+		h.ended()
+	}
+	h.mu.Unlock()
+	if cancel != nil {
+		cancel(cause)
+	}
+	if renewing != nil {
+		renewing()
+	}
+	if unwatch != nil {
+		unwatch()
+	}
+	if stopLoss != nil && stopLoss() {
+		h.end() // the loss callback will not run
+	}
+}
+
+// halted reports whether the Held has stopped.
+func (h *Held) halted() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cause != nil
+}
+
+// start arms the first renewal, stops the Held when Hold's ctx ends, and watches
 // the Locker's loss signal if it has one: through AfterLost, with no goroutine,
 // when the Locker is a LossWatcher.
 func (h *Held) start(lease Lease) {
@@ -183,67 +257,64 @@ func (h *Held) start(lease Lease) {
 		h.active++
 	}
 	h.mu.Unlock()
-	var stopLoss func() bool
 	switch {
 	case watcher:
-		stopLoss = w.AfterLost(lease, func() {
-			if h.ctx.Err() == nil {
-				h.lose(lossErr(lease.Key))
-			}
-			h.end()
-		})
-	case lost != nil:
-		go h.watchLoss(lease.Key, lost)
-	}
-	if stopLoss == nil {
-		context.AfterFunc(h.ctx, h.disarm)
-		return
-	}
-	// One AfterFunc for both (each costs heap per held lease).
-	context.AfterFunc(h.ctx, func() {
-		h.disarm()
-		if stopLoss() {
-			h.end()
+		stop := w.AfterLost(lease, h.onLost)
+		h.mu.Lock()
+		h.stopLoss = stop
+		halted := h.cause != nil
+		h.mu.Unlock()
+		if halted && stop() {
+			h.end() // halted before stopLoss was set
 		}
-	})
+	case lost != nil:
+		go h.watchLoss(lease.Key, lost, h.Context().Done())
+	}
+	if h.parent.Done() != nil {
+		unwatch := context.AfterFunc(h.parent, func() { h.halt(context.Cause(h.parent)) })
+		h.mu.Lock()
+		h.unwatch = unwatch
+		halted := h.cause != nil
+		h.mu.Unlock()
+		if halted {
+			unwatch()
+		}
+	}
 }
 
-// lossErr is the error of a lease that its Locker reported lost.
-func lossErr(key string) error {
-	return fmt.Errorf("%w: key %q: the backend reported the lease lost", ErrNotHeld, key)
-}
-
-// watchLoss cancels Context as soon as the LossNotifier's channel lost closes.
-func (h *Held) watchLoss(key string, lost <-chan struct{}) {
-	select {
-	case <-lost:
-		h.lose(lossErr(key))
-	case <-h.ctx.Done():
+// onLost is the LossWatcher's callback.
+func (h *Held) onLost() {
+	if !h.halted() {
+		h.lose(lossErr(h.Lease().Key))
 	}
 	h.end()
 }
 
-// end counts one of the things done waits for as ended.
+// lossErr is the error of a lease that the backend reported lost.
+func lossErr(key string) error {
+	return fmt.Errorf("%w: key %q: the backend reported the lease lost", ErrNotHeld, key)
+}
+
+// watchLoss waits for a LossNotifier's signal, or for the Held to stop.
+func (h *Held) watchLoss(key string, lost, stopped <-chan struct{}) {
+	select {
+	case <-lost:
+		h.lose(lossErr(key))
+	case <-stopped:
+	}
+	h.end()
+}
+
+// end ends one of what Release waits for.
 func (h *Held) end() {
 	h.mu.Lock()
 	h.ended()
 	h.mu.Unlock()
 }
 
-// disarm runs when Context ends: it stops a renewal that has not started; one in
-// flight sees the end when it returns.
-func (h *Held) disarm() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.armed && h.timer.Stop() {
-		h.armed = false
-		h.ended()
-	}
-}
-
-// ended counts one of the things done waits for as ended. h.mu is held.
+// ended counts one of what Release waits for as ended. h.mu is held.
 func (h *Held) ended() {
-	if h.active--; h.active == 0 {
+	if h.active--; h.active == 0 && h.done != nil {
 		close(h.done)
 	}
 }
@@ -258,7 +329,7 @@ func (h *Held) renew() {
 	next, retry := h.renewOnce(lease)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if next <= 0 || h.ctx.Err() != nil {
+	if next <= 0 || h.cause != nil {
 		h.ended()
 		return
 	}
@@ -270,30 +341,41 @@ func (h *Held) renew() {
 }
 
 // renewOnce makes one renewal of lease. It returns the wait before the next one and
-// whether that is a retry, or 0 when the chain ends (Context ended, or the lease is
-// lost).
+// whether that is a retry, or 0 when the chain ends (the Held stopped, or the lease
+// is lost).
 func (h *Held) renewOnce(lease Lease) (next time.Duration, retry bool) {
-	if h.ctx.Err() != nil {
+	if h.halted() {
 		return 0, false
 	}
 	if lease.Remaining() <= 0 {
-		// The expiry came first, or the timer fired late (a pause): never renew
-		// past Expires.
+		// Expired before a renewal succeeded (they kept failing, or the process
+		// stalled past Expires): lost.
 		h.lose(fmt.Errorf("%w: key %q: lease expired before a renewal succeeded", ErrNotHeld, lease.Key))
 		return 0, false
 	}
 	start := time.Now()
-	rctx, cancel := context.WithDeadline(h.ctx, lease.Expires)
+	rctx, cancel := context.WithDeadline(h.parent, lease.Expires)
+	h.mu.Lock()
+	if h.cause != nil {
+		h.mu.Unlock()
+		cancel()
+		return 0, false
+	}
+	h.renewing = cancel // halt cancels it
+	h.mu.Unlock()
 	renewed, err := h.l.Renew(rctx, lease, h.o.TTL)
+	h.mu.Lock()
+	h.renewing = nil
+	h.mu.Unlock()
 	cancel()
-	h.o.Observer.emit(h.parent, Event{Op: OpRenew, Key: lease.Key, Fence: lease.Fence, Took: time.Since(start), Err: err})
+	h.emit(Event{Op: OpRenew, Key: lease.Key, Fence: lease.Fence, Took: time.Since(start), Err: err})
 	switch {
 	case err == nil:
 		h.mu.Lock()
 		h.lease = renewed
 		h.mu.Unlock()
 		return h.period(renewed), false
-	case h.ctx.Err() != nil:
+	case h.halted():
 		return 0, false
 	case errors.Is(err, ErrNotHeld):
 		h.lose(fmt.Errorf("key %q: renew: %w", lease.Key, err))
