@@ -23,7 +23,8 @@ const backend = "etcdlock"
 // usable; call New, and Close when done.
 type Locker struct {
 	client *clientv3.Client
-	o      Options // with defaults
+	direct *directKV // TryLock's and Unlock's transactions; nil: client.KV's
+	o      Options   // with defaults
 
 	watchIdle time.Duration // how long a key's watch outlives its last Wait; tests shorten it
 
@@ -72,7 +73,7 @@ func New(client *clientv3.Client, opts *Options) (*Locker, error) {
 		return nil, opError("New", "", err)
 	}
 	closing, stop := context.WithCancel(context.Background())
-	return &Locker{client: client, o: o, watchIdle: watchIdle, closing: closing, stop: stop, closed: make(chan struct{}),
+	return &Locker{client: client, direct: newDirectKV(client), o: o, watchIdle: watchIdle, closing: closing, stop: stop, closed: make(chan struct{}),
 		calls: make(map[uint64]context.CancelCauseFunc),
 		lost:  make(map[string]*lossEntry), sighting: make(map[string]sighting), watches: make(map[string]*keyWatch),
 		waiters: waitq.New(0),

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -101,15 +100,17 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 func (l *Locker) renewHeld(ctx context.Context, k string, lease distlock.Lease, ttl time.Duration, start time.Time) (distlock.Lease, bool, error) {
 	lk := lostKey{lease.Key, lease.Fence}
 	h, ok := l.heldOf(lk)
-	if !ok || !strings.HasPrefix(h.value, lease.Token+"\n") {
+	if !ok || h.token != lease.Token {
 		return lease, false, nil
 	}
-	if held, _ := parseValue([]byte(h.value)); leaseSecs(ttl) > held {
+	// The key's value records h.secs: TryLock and move put it on a lease of
+	// those whole seconds.
+	if leaseSecs(ttl) > h.secs {
 		return lease, false, nil
 	}
 	at := time.Now()
 	// One attempt: the general path below retries.
-	actx, cancel := context.WithTimeout(ctx, l.o.RequestTimeout)
+	actx, cancel := l.attempt(ctx)
 	secs, err := l.keepAlive(actx, h.id)
 	cancel()
 	granted := time.Duration(secs) * time.Second
@@ -220,7 +221,7 @@ func (l *Locker) move(ctx context.Context, lease distlock.Lease, kv *mvccpb.KeyV
 		l.revoke(ctx, grant.ID)
 		return distlock.Lease{}, fmt.Errorf("the key changed or its lease expired: %w", distlock.ErrNotHeld)
 	}
-	l.hold(lostKey{lease.Key, lease.Fence}, leaseInfo{id: grant.ID, secs: secs, ttl: time.Duration(grant.TTL) * time.Second, at: at, value: value})
+	l.hold(lostKey{lease.Key, lease.Fence}, leaseInfo{id: grant.ID, secs: secs, ttl: time.Duration(grant.TTL) * time.Second, at: at, token: lease.Token})
 	l.revoke(ctx, old) // it holds no key now
 	lease.Expires = start.Add(ttl)
 	return renewed(lease, start, ttl)
