@@ -238,13 +238,3 @@ func movedTo(resp *clientv3.TxnResponse, createRev int64, value string, id clien
 	kv := r.Kvs[0]
 	return kv.CreateRevision == createRev && string(kv.Value) == value && clientv3.LeaseID(kv.Lease) == id
 }
-
-// keepAlive refreshes the etcd lease id once (KeepAliveOnce) and returns the TTL
-// the server reported; rpctypes.ErrLeaseNotFound when the lease is gone.
-func (l *Locker) keepAlive(ctx context.Context, id clientv3.LeaseID) (int64, error) {
-	resp, err := l.client.KeepAliveOnce(ctx, id)
-	if err != nil {
-		return 0, err
-	}
-	return resp.TTL, nil
-}

@@ -27,19 +27,23 @@ type directKV struct {
 	callOpts []grpc.CallOption
 }
 
-// newDirectKV returns the directKV of client, or nil when its KV is not clientv3's
-// own or it has no connection.
-func newDirectKV(client *clientv3.Client) *directKV {
+// newDirectKV returns the directKV of client, whose call options are callOpts,
+// or nil when its KV is not clientv3's own or it has no connection.
+func newDirectKV(client *clientv3.Client, callOpts []grpc.CallOption) *directKV {
 	conn := client.ActiveConnection()
 	if conn == nil || client.KV == nil || reflect.TypeOf(client.KV) != kvType {
 		return nil
 	}
-	// clientv3.KV sends a Txn with the client's call options (wait for ready,
-	// message size limits), which it does not export: a KV on a recorder
-	// reads them, with no I/O.
+	return &directKV{kv: pb.NewKVClient(conn), callOpts: callOpts}
+}
+
+// clientCallOpts returns the call options that clientv3 sends its requests with
+// (wait for ready, message size limits), which it does not export: a KV on a
+// recorder reads them, with no I/O.
+func clientCallOpts(client *clientv3.Client) []grpc.CallOption {
 	var rec optsRecorder
 	_, _ = clientv3.NewKVFromKVClient(&rec, client).Txn(context.Background()).Commit()
-	return &directKV{kv: pb.NewKVClient(conn), callOpts: rec.opts}
+	return rec.opts
 }
 
 // kvType is the type of clientv3's own KV, which clientv3.New gives a client.
