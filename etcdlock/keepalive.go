@@ -31,10 +31,12 @@ import (
 // keeps KeepAliveOnce.
 
 const (
-	// maxKAStreams bounds the streams of a Locker: the server answers each
-	// stream in turn, so a few streams keep a slow answer (a member waiting
-	// for its applied index under writes) from delaying every other refresh.
-	maxKAStreams = 4
+	// maxKAStreams bounds the streams of a Locker. The server answers the
+	// requests of a stream one at a time (each waits for the member's applied
+	// index, which writes make slow), so a refresh goes on the stream with the
+	// fewest waiting, and a new stream opens when each has kaBusy.
+	maxKAStreams = 16
+	kaBusy       = 8
 	// kaRetire is how long a stream takes new refreshes. Its context ends
 	// kaRetire plus two request timeouts after it opened (a refresh sent
 	// before kaRetire is answered or timed out by then): a stream's headers
@@ -46,7 +48,6 @@ const (
 type keepAlives struct {
 	mu      sync.Mutex
 	streams [maxKAStreams]*kaStream
-	next    int // the slot of the next refresh, round robin
 }
 
 // A kaStream is one shared LeaseKeepAlive stream, opened and fed by its sender
@@ -130,26 +131,39 @@ func (l *Locker) kaOnce(ctx context.Context, id clientv3.LeaseID) (int64, error)
 	}
 }
 
-// kaSend queues w on a stream, opening one when its slot has none (or retiring
-// the one it has, when it is old), and returns the stream.
+// kaSend queues w on the stream with the fewest refreshes waiting, or on a new
+// one when each has kaBusy (or there is none), retiring streams that are old,
+// and returns the stream.
 func (l *Locker) kaSend(w *kaWait) *kaStream {
 	ka := &l.ka
-	var retired *kaStream
+	var retired []*kaStream
 	ka.mu.Lock()
-	i := ka.next
-	ka.next = (ka.next + 1) % maxKAStreams
-	s := ka.streams[i]
-	if s != nil && time.Since(s.opened) > kaRetire {
-		ka.streams[i], s.slot = nil, -1
-		if len(s.sent) == 0 && len(s.queue) == 0 {
-			s.err, retired = errKAIdle, s
+	var s *kaStream
+	free := -1
+	now := time.Now()
+	for j, o := range ka.streams {
+		if o != nil && now.Sub(o.opened) > kaRetire {
+			ka.streams[j], o.slot = nil, -1
+			if len(o.sent) == 0 && len(o.queue) == 0 {
+				o.err = errKAIdle
+				retired = append(retired, o)
+			}
+			o = nil
 		}
-		s = nil
+		switch {
+		case o == nil:
+			if free < 0 {
+				free = j
+			}
+		case s == nil || o.waiting() < s.waiting():
+			s = o
+		}
 	}
-	if s == nil {
+	if free >= 0 && (s == nil || s.waiting() >= kaBusy) {
+		i := free
 		bctx, bcancel := l.background()
 		ctx, cancel := context.WithTimeout(requireLeader(bctx), kaRetire+2*l.o.RequestTimeout)
-		s = &kaStream{ctx: ctx, cancel: func() { cancel(); bcancel() }, opened: time.Now(), wake: make(chan struct{}, 1), slot: i}
+		s = &kaStream{ctx: ctx, cancel: func() { cancel(); bcancel() }, opened: now, wake: make(chan struct{}, 1), slot: i}
 		ka.streams[i] = s
 		l.spawn(func() { l.kaRun(s) })
 	}
@@ -159,11 +173,14 @@ func (l *Locker) kaSend(w *kaWait) *kaStream {
 	default:
 	}
 	ka.mu.Unlock()
-	if retired != nil {
-		retired.cancel()
+	for _, o := range retired {
+		o.cancel()
 	}
 	return s
 }
+
+// waiting is the number of refreshes waiting on s. l.ka.mu is held.
+func (s *kaStream) waiting() int { return len(s.sent) + len(s.queue) }
 
 // kaEnd ends the stream s with err, unless it ended: it fails the refreshes
 // waiting on it, and frees its slot for a new stream. Its sender and receiver see
