@@ -63,8 +63,9 @@ func (l *Locker) call(ctx context.Context, op func(ctx context.Context) error) e
 // bounded by the lease's Expires), it is ctx itself: no timer (a stopped timer
 // stays in the runtime's timer heap for a while, and keeps its context alive
 // with the contexts and metadata it derives from), and the cancel func is a
-// no-op (the requests of an attempt are unary calls, or clientv3's own stream
-// with its own cancel: nothing outlives op that a cancel would end).
+// no-op (an attempt is a unary call, a wait for a keepalive's answer on a shared
+// stream, or clientv3's KeepAliveOnce with its own cancel: nothing outlives op
+// that a cancel would end).
 func (l *Locker) attempt(ctx context.Context) (context.Context, context.CancelFunc) {
 	if d, ok := ctx.Deadline(); ok && !time.Now().Add(l.o.RequestTimeout).Before(d) {
 		return ctx, noCancel
