@@ -64,7 +64,7 @@
 //
 // Renew never shortens what the server holds. With a ttl (in whole seconds) that is
 // not longer than the TTL of the key's lease it refreshes that lease
-// (KeepAliveOnce), which then holds the key for its full TTL, while the returned
+// (a LeaseKeepAlive request), which then holds the key for its full TTL, while the returned
 // Expires counts the ttl asked for. With a longer ttl it moves the key to a new
 // lease of that ttl in one transaction; the Lease's Key, Token and Fence stay the
 // same. Either way the server holds the key at least until the old Lease's Expires,
@@ -85,10 +85,14 @@
 // those queued while one is in flight go out together as one read-only Txn of up
 // to 100 Gets (at most 4 in flight), which etcd serves as one linearizable read
 // sent after each of their refreshes, so a Renew is still granted only on the
-// quorum's word. Each refresh is a KeepAliveOnce (a stream of its own): etcd
-// serves the keepalives of one stream one at a time, so refreshes sent 100 to a
-// stream were much slower (measured in W5: 330 renewals/s instead of 2,000 to
-// 5,000, at load 10-13).
+// quorum's word. The refreshes of a Locker share up to 16 LeaseKeepAlive streams,
+// each request sent as soon as it comes (pipelined) and answered in order, instead
+// of a stream per refresh (KeepAliveOnce): a stream per refresh cost a goroutine
+// and several KiB on the client for each refresh in flight. etcd serves the
+// keepalives of one stream one at a time: an earlier version that sent
+// refreshes 100 to a stream was much slower (measured in W5: 330 renewals/s
+// instead of 2,000 to 5,000, at load 10-13). A client whose Lease is not
+// clientv3's own keeps KeepAliveOnce.
 // Unlock: one (Txn); a lease that it does not keep is revoked in the background.
 // Wait: a watch, which the Waits of a Locker on one
 // key share and which stays for 2s after the last of them, and a Range unless a

@@ -10,6 +10,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/waitq"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -22,8 +23,12 @@ const backend = "etcdlock"
 // distlock.LossNotifier and distlock.LossWatcher, and is safe for concurrent use. The zero value is not
 // usable; call New, and Close when done.
 type Locker struct {
-	client *clientv3.Client
-	o      Options // with defaults
+	client   *clientv3.Client
+	callOpts []grpc.CallOption // the client's (clientCallOpts)
+	direct   *directKV         // TryLock's and Unlock's transactions; nil: client.KV's
+	shareKA  bool              // refreshes share the streams of ka (keepalive.go)
+	ka       keepAlives
+	o        Options // with defaults
 
 	watchIdle time.Duration // how long a key's watch outlives its last Wait; tests shorten it
 
@@ -72,7 +77,8 @@ func New(client *clientv3.Client, opts *Options) (*Locker, error) {
 		return nil, opError("New", "", err)
 	}
 	closing, stop := context.WithCancel(context.Background())
-	return &Locker{client: client, o: o, watchIdle: watchIdle, closing: closing, stop: stop, closed: make(chan struct{}),
+	callOpts := clientCallOpts(client)
+	return &Locker{client: client, callOpts: callOpts, direct: newDirectKV(client, callOpts), shareKA: sharesKeepAlives(client), o: o, watchIdle: watchIdle, closing: closing, stop: stop, closed: make(chan struct{}),
 		calls: make(map[uint64]context.CancelCauseFunc),
 		lost:  make(map[string]*lossEntry), sighting: make(map[string]sighting), watches: make(map[string]*keyWatch),
 		waiters: waitq.New(0),

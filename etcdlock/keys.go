@@ -22,6 +22,17 @@ func (l *Locker) EtcdKey(key string) string {
 	return l.o.Prefix + key // nothing to encode: one allocation
 }
 
+// etcdKeyBytes is EtcdKey(key) as a new []byte.
+func (l *Locker) etcdKeyBytes(key string) []byte {
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c == '%' || c == '/' || c < 0x20 || c == 0x7f {
+			return []byte(l.o.Prefix + encodeKey(key))
+		}
+	}
+	b := make([]byte, 0, len(l.o.Prefix)+len(key))
+	return append(append(b, l.o.Prefix...), key...)
+}
+
 // encodeKey writes '%', '/' and ASCII control bytes of key as %XX and keeps every
 // other byte.
 func encodeKey(key string) string {
@@ -41,12 +52,17 @@ func encodeKey(key string) string {
 	return b.String()
 }
 
-// value is what the lock key holds: the holder's token, the whole seconds of the ttl
+// valueBytes is what the lock key holds: the holder's token, the whole seconds of the ttl
 // it asked for, and its owner label, separated by newlines. The token comes first
 // and has a fixed length, so a comparison of the value with the token tells whether
 // the token holds the key (see ownedBy).
-func (l *Locker) value(token string, secs int64) string {
-	return token + "\n" + strconv.FormatInt(secs, 10) + "\n" + l.o.Owner
+func (l *Locker) valueBytes(token string, secs int64) []byte {
+	b := make([]byte, 0, len(token)+22+len(l.o.Owner))
+	b = append(b, token...)
+	b = append(b, '\n')
+	b = strconv.AppendInt(b, secs, 10)
+	b = append(b, '\n')
+	return append(b, l.o.Owner...)
 }
 
 // parseValue splits a lock value into its ttl seconds and owner label.

@@ -18,7 +18,10 @@ type leaseInfo struct {
 	// unknown; that attempt may still take effect (a proposal applied late) and
 	// create a key on the lease, so the lease is never kept as a spare.
 	unsure bool
-	value  string // the value of the key it holds, while it holds one (held)
+	// token is the token of the acquisition whose key it holds, while it holds
+	// one (held): the key's value starts with it, and records secs. It is the
+	// Lease's Token (the same string, not a copy).
+	token string
 }
 
 // expiry is the earliest time the server may expire the lease.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -101,15 +100,17 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 func (l *Locker) renewHeld(ctx context.Context, k string, lease distlock.Lease, ttl time.Duration, start time.Time) (distlock.Lease, bool, error) {
 	lk := lostKey{lease.Key, lease.Fence}
 	h, ok := l.heldOf(lk)
-	if !ok || !strings.HasPrefix(h.value, lease.Token+"\n") {
+	if !ok || h.token != lease.Token {
 		return lease, false, nil
 	}
-	if held, _ := parseValue([]byte(h.value)); leaseSecs(ttl) > held {
+	// The key's value records h.secs: TryLock and move put it on a lease of
+	// those whole seconds.
+	if leaseSecs(ttl) > h.secs {
 		return lease, false, nil
 	}
 	at := time.Now()
 	// One attempt: the general path below retries.
-	actx, cancel := context.WithTimeout(ctx, l.o.RequestTimeout)
+	actx, cancel := l.attempt(ctx)
 	secs, err := l.keepAlive(actx, h.id)
 	cancel()
 	granted := time.Duration(secs) * time.Second
@@ -220,7 +221,7 @@ func (l *Locker) move(ctx context.Context, lease distlock.Lease, kv *mvccpb.KeyV
 		l.revoke(ctx, grant.ID)
 		return distlock.Lease{}, fmt.Errorf("the key changed or its lease expired: %w", distlock.ErrNotHeld)
 	}
-	l.hold(lostKey{lease.Key, lease.Fence}, leaseInfo{id: grant.ID, secs: secs, ttl: time.Duration(grant.TTL) * time.Second, at: at, value: value})
+	l.hold(lostKey{lease.Key, lease.Fence}, leaseInfo{id: grant.ID, secs: secs, ttl: time.Duration(grant.TTL) * time.Second, at: at, token: lease.Token})
 	l.revoke(ctx, old) // it holds no key now
 	lease.Expires = start.Add(ttl)
 	return renewed(lease, start, ttl)
@@ -236,14 +237,4 @@ func movedTo(resp *clientv3.TxnResponse, createRev int64, value string, id clien
 	}
 	kv := r.Kvs[0]
 	return kv.CreateRevision == createRev && string(kv.Value) == value && clientv3.LeaseID(kv.Lease) == id
-}
-
-// keepAlive refreshes the etcd lease id once (KeepAliveOnce) and returns the TTL
-// the server reported; rpctypes.ErrLeaseNotFound when the lease is gone.
-func (l *Locker) keepAlive(ctx context.Context, id clientv3.LeaseID) (int64, error) {
-	resp, err := l.client.KeepAliveOnce(ctx, id)
-	if err != nil {
-		return 0, err
-	}
-	return resp.TTL, nil
 }

@@ -41,7 +41,7 @@ func (l *Locker) call(ctx context.Context, op func(ctx context.Context) error) e
 	pause := retryFirst
 	giveUp := time.Now().Add(retryAttempts * l.o.RequestTimeout)
 	for {
-		actx, cancel := context.WithTimeout(requireLeader(ctx), l.o.RequestTimeout)
+		actx, cancel := l.attempt(requireLeader(ctx))
 		err := op(actx)
 		cancel()
 		if err == nil || ctx.Err() != nil || !retryable(err) || time.Now().After(giveUp) {
@@ -57,6 +57,23 @@ func (l *Locker) call(ctx context.Context, op func(ctx context.Context) error) e
 		pause = min(2*pause, retryMax)
 	}
 }
+
+// attempt returns the context of one attempt of a request: ctx bounded by the
+// request timeout. When ctx ends no later than that already (Hold's renewals,
+// bounded by the lease's Expires), it is ctx itself: no timer (a stopped timer
+// stays in the runtime's timer heap for a while, and keeps its context alive
+// with the contexts and metadata it derives from), and the cancel func is a
+// no-op (an attempt is a unary call, a wait for a keepalive's answer on a shared
+// stream, or clientv3's KeepAliveOnce with its own cancel: nothing outlives op
+// that a cancel would end).
+func (l *Locker) attempt(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok && !time.Now().Add(l.o.RequestTimeout).Before(d) {
+		return ctx, noCancel
+	}
+	return context.WithTimeout(ctx, l.o.RequestTimeout)
+}
+
+func noCancel() {}
 
 // leaderMD is clientv3.WithRequireLeader's metadata, built once: grpc and clientv3
 // only read (or copy) the metadata of a request's context.

@@ -53,9 +53,9 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 		return distlock.Lease{}, err
 	}
 	secs := leaseSecs(ttl)
-	k := l.EtcdKey(key)
+	k := l.etcdKeyBytes(key)
 	token := distlock.NewToken()
-	value := l.value(token, secs)
+	value := l.valueBytes(token, secs)
 	sp, stale, reused := l.takeSpare(secs, ttl, start)
 	for {
 		if reused && stale {
@@ -80,11 +80,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 		// holding this token (below).
 		var resp *clientv3.TxnResponse
 		err := l.call(ctx, func(ctx context.Context) (err error) {
-			resp, err = l.client.Txn(ctx).
-				If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-				Then(clientv3.OpPut(k, value, clientv3.WithLease(sp.id))).
-				Else(clientv3.OpGet(k)).
-				Commit()
+			resp, err = l.createKey(ctx, k, value, sp.id)
 			sp.unsure = sp.unsure || err != nil
 			return err
 		})
@@ -127,7 +123,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 			l.revoke(ctx, sp.id)
 			return distlock.Lease{}, fmt.Errorf("the key was created, but the attempt took %v, longer than the ttl %v; released it", time.Since(start), ttl)
 		}
-		sp.value = value
+		sp.token = token
 		l.hold(lostKey{key, fence}, sp)
 		return distlock.Lease{Key: key, Token: token, Fence: fence, Expires: expires}, nil
 	}

@@ -3,7 +3,6 @@ package etcdlock
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/distlock/distlock"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -40,7 +39,7 @@ func (l *Locker) unlock(ctx context.Context, lease distlock.Lease) error {
 	k, lk := l.EtcdKey(lease.Key), lostKey{lease.Key, lease.Fence}
 	// The recorded acquisition is the lease's only when the token is its (a forged
 	// or mistaken Lease can carry the key and fence of another).
-	if h, ok := l.heldOf(lk); ok && strings.HasPrefix(h.value, lease.Token+"\n") {
+	if h, ok := l.heldOf(lk); ok && h.token == lease.Token {
 		if done, err := l.unlockHeld(ctx, k, lk, lease, h); done {
 			return err
 		}
@@ -70,7 +69,7 @@ func (l *Locker) unlock(ctx context.Context, lease distlock.Lease) error {
 }
 
 // unlockHeld is Unlock of an acquisition that this Locker recorded (h), whose
-// token Unlock checked against the recorded value: it deletes the key only if it
+// token Unlock checked against the recorded one: it deletes the key only if it
 // still holds what the Locker recorded (the create revision, the etcd lease),
 // which needs no PrevKV to tell which lease becomes a spare. The value needs no
 // comparison (one read less on the server): the create revision fixes the token,
@@ -82,11 +81,7 @@ func (l *Locker) unlockHeld(ctx context.Context, k string, lk lostKey, lease dis
 	var resp *clientv3.TxnResponse
 	unknown := false // an attempt failed after it may have deleted the key
 	err = l.call(ctx, func(ctx context.Context) (err error) {
-		resp, err = l.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(k), "=", int64(lease.Fence)),
-				clientv3.Compare(clientv3.LeaseValue(k), "=", h.id)).
-			Then(clientv3.OpDelete(k)).
-			Commit()
+		resp, err = l.deleteKey(ctx, k, int64(lease.Fence), h.id)
 		unknown = unknown || err != nil
 		return err
 	})
