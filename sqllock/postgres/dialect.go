@@ -61,13 +61,14 @@ ON CONFLICT (key_hash) DO NOTHING`},
 		// expired, its fence + 1 (the common case, which touches no other row),
 		// and returns that fence. When the row it finds (the latest version: READ
 		// COMMITTED rechecks a row that a concurrent statement changed) has not
-		// expired, its condition marks the key held in a setting local to the
-		// statement's transaction, valued $6 (the token: no other statement's
-		// value), and it returns 0; it returns -1 when it found no row of the key,
-		// and then insert decides. Every node of a statement is set up at each
-		// execution, run or not (callgrind, the server's instructions per
-		// TryLock+Unlock): a second scan of the row that told a held key cost a
-		// tenth of them, the INSERT of insert, kept out of acquire, a fifth.
+		// expired, its last condition (which runs after the cheaper ones, as in
+		// release: only on the key's own row) marks the key held in a setting
+		// local to the statement's transaction, valued $6 (the token: no other
+		// statement's value), and it returns 0; it returns -1 when it found no row
+		// of the key, and then insert decides. Every node of a statement is set up
+		// at each execution, run or not (callgrind, the server's instructions per
+		// TryLock+Unlock): a second scan of the row that told a held key cost 8% of
+		// them, the INSERT of insert, kept out of acquire, a fifth.
 		acquire: `WITH u AS (
 	UPDATE ` + t + ` SET token = $3, fence = fence + 1,
 		expires_at = CURRENT_TIMESTAMP + $4::interval, owner = $5
