@@ -8,17 +8,26 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/distlock/distlock/sqllock/internal/sqltest"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 )
 
 // TestAcquireRowChanged: a TryLock whose snapshot has the key's row expired but
-// whose UPDATE finds it changed by a transaction that commits meanwhile (so that
-// its first statement returns -1) decides with the second statement: ErrLocked when
-// another acquire took the row, and the key, with a fence above the pruned one,
-// when Prune deleted it.
+// whose UPDATE finds it changed by a transaction that commits meanwhile decides on
+// the row's new version: ErrLocked, in its one statement, when another acquire
+// took the row (the old code's first statement returned -1 from its snapshot, and
+// a second one decided); when Prune deleted the row, the second statement inserts
+// it, with a fence above the pruned one.
 func TestAcquireRowChanged(t *testing.T) {
 	const table = "acquire_changed"
-	pool := newPool(t, "")
+	var stmts counter
+	cfg, err := pgxpool.ParseConfig(pgSrv.URL)
+	require.NoError(t, err)
+	cfg.ConnConfig.Tracer = &stmts
+	cfg.MaxConns = 1 // its session is named by the first TryLock, before the count
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
 	l, err := New(sqltest.OpCtx(t), pool, &sqllock.Options{Table: table})
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
@@ -28,10 +37,11 @@ func TestAcquireRowChanged(t *testing.T) {
 		name   string
 		change string // run in a transaction that commits while the TryLock waits
 		locked bool
+		stmts  int64 // that the TryLock sends
 	}{
-		{"taken", `UPDATE ` + table + ` SET token = 'other', fence = fence + 1, expires_at = now() + interval '1 hour' WHERE key_hash = $1`, true},
+		{"taken", `UPDATE ` + table + ` SET token = 'other', fence = fence + 1, expires_at = now() + interval '1 hour' WHERE key_hash = $1`, true, 1},
 		{"pruned", `WITH d AS (DELETE FROM ` + table + ` WHERE key_hash = $1 RETURNING fence)
-UPDATE ` + table + ` SET fence = GREATEST(fence, (SELECT max(fence) FROM d)) WHERE key_hash = ` + highWater, false},
+UPDATE ` + table + ` SET fence = GREATEST(fence, (SELECT max(fence) FROM d)) WHERE key_hash = ` + highWater, false, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			key := "changed-" + tc.name + "-" + distlock.NewToken()
@@ -54,6 +64,7 @@ UPDATE ` + table + ` SET fence = GREATEST(fence, (SELECT max(fence) FROM d)) WHE
 				err   error
 			}
 			done := make(chan result, 1)
+			before := stmts.n.Load()
 			go func() {
 				lease, err := l.TryLock(sqltest.OpCtx(t), key, time.Minute)
 				done <- result{lease, err}
@@ -67,6 +78,7 @@ WHERE wait_event_type = 'Lock' AND query LIKE 'WITH u AS%'`).Scan(&n)
 			}, 10*time.Second, 5*time.Millisecond)
 			require.NoError(t, tx.Commit(sqltest.OpCtx(t)))
 			got := <-done
+			require.Equal(t, tc.stmts, stmts.n.Load()-before, "statements of the TryLock")
 			if tc.locked {
 				require.ErrorIs(t, got.err, distlock.ErrLocked)
 				return
@@ -76,4 +88,37 @@ WHERE wait_event_type = 'Lock' AND query LIKE 'WITH u AS%'`).Scan(&n)
 			require.NoError(t, l.Unlock(sqltest.OpCtx(t), got.lease))
 		})
 	}
+}
+
+// TestHeldMarkIsLocal: the mark by which a TryLock's statement reports a held key
+// (heldSetting, valued its token) lives only in that statement's transaction: on
+// the same connection, a TryLock of a key that has no row yet acquires it, even
+// after a session-level value of the setting (which no token equals).
+func TestHeldMarkIsLocal(t *testing.T) {
+	const table = "held_mark"
+	cfg, err := pgxpool.ParseConfig(pgSrv.URL)
+	require.NoError(t, err)
+	cfg.MaxConns = 1 // one connection for every statement
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	l, err := New(sqltest.OpCtx(t), pool, &sqllock.Options{Table: table})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+
+	held := "mark-held-" + distlock.NewToken()
+	first, err := l.TryLock(sqltest.OpCtx(t), held, time.Minute)
+	require.NoError(t, err)
+	for i := range 3 {
+		_, err = l.TryLock(sqltest.OpCtx(t), held, time.Minute)
+		require.ErrorIs(t, err, distlock.ErrLocked)
+		if i == 1 {
+			_, err := pool.Exec(sqltest.OpCtx(t), `SELECT set_config('`+heldSetting+`', 'x', false)`)
+			require.NoError(t, err)
+		}
+		lease, err := l.TryLock(sqltest.OpCtx(t), "mark-new-"+distlock.NewToken(), time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(sqltest.OpCtx(t), lease))
+	}
+	require.NoError(t, l.Unlock(sqltest.OpCtx(t), first))
 }
