@@ -102,8 +102,12 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 	mode := l.turnMode(key, seen)
 	// The script's keys and arguments, built once for all the nodes.
 	call := acquireCall{
-		keys: []string{n.Lock, n.Fence, l.state.marker, l.state.quarantine, turnsName(n, key)},
-		args: []any{token, ms, l.opts.Owner, l.quarantineMS, l.id, mode, start.UnixMicro()},
+		keys: []string{n.Lock, n.Fence, l.state.marker, l.state.quarantine},
+		args: []any{token, ms, l.opts.Owner, l.quarantineMS},
+	}
+	if mode != turnNone { // the key's turns (turns.go)
+		call.keys = append(call.keys, turnsName(n, key))
+		call.args = append(call.args, l.id, mode, start.UnixMicro())
 	}
 	// Phase 1 lingers for the slower nodes once decided (see fanout): a lease that
 	// holds more than a bare quorum survives a node's loss, and Unlock right after

@@ -25,12 +25,14 @@ import "github.com/redis/go-redis/v9"
 // nodes agree on the order): when the lock is held and ARGV[6] is 'w' or 'a' (the
 // Locker waits on the key), it adds ARGV[5] unless it is there already; when it
 // takes the lock, it puts ARGV[5] at the end (scored ARGV[7] anew) when ARGV[6] is
-// 'a' (the Locker has more waiters on the key), and otherwise removes it.
+// 'a' (the Locker has more waiters on the key), and otherwise removes it. A Locker
+// that does not wait on the key passes neither KEYS[5] nor ARGV[5] to ARGV[7], and
+// the turns are left alone.
 //
 // KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] the node's marker, KEYS[4] its
 // quarantine, KEYS[5] the key's turns; ARGV[1] token (also the epoch of a marker
 // this call writes), ARGV[2] ttl in ms, ARGV[3] owner, ARGV[4] the quarantine in ms,
-// ARGV[5] the Locker's ID, ARGV[6] 'w', 'a' or empty, ARGV[7] the TryLock's start in
+// ARGV[5] the Locker's ID, ARGV[6] 'w' or 'a', ARGV[7] the TryLock's start in
 // microseconds since 1970.
 //
 // Returns, with era the node's era:
@@ -54,10 +56,10 @@ import "github.com/redis/go-redis/v9"
 // not exist yet starts at era * 2^40.
 //
 // The marker, the quarantine and the lock are read with one MGET: a free node costs
-// the script, the MGET, the INCR, the SET and the turns' ZREM or ZADD and PEXPIRE (5
-// or 6 commands in INFO's total_commands_processed), a held one the script, the MGET
-// and a PTTL (3), plus ZSCORE and, the first time, ZADD and PEXPIRE when the
-// Locker waits.
+// the script, the MGET, the INCR and the SET (4 commands in INFO's
+// total_commands_processed; plus ZREM, or ZADD and PEXPIRE, when the Locker waits),
+// a held one the script, the MGET and a PTTL (3; plus ZSCORE and, the first time,
+// ZADD and PEXPIRE, when the Locker waits).
 var acquireScript = redis.NewScript(`
 local r = redis.call('MGET', KEYS[3], KEYS[4], KEYS[1])
 local m, v = r[1], r[3]
@@ -79,7 +81,7 @@ if v then
   end
   local owner = ''
   if j then owner = string.sub(v, j + 1) end
-  if ARGV[6] ~= '' and not redis.call('ZSCORE', KEYS[5], ARGV[5]) then
+  if ARGV[6] and not redis.call('ZSCORE', KEYS[5], ARGV[5]) then
     redis.call('ZADD', KEYS[5], ARGV[7], ARGV[5])
     redis.call('PEXPIRE', KEYS[5], string.format('%d', 2 * tonumber(ARGV[2])))
   end
@@ -93,7 +95,7 @@ redis.call('SET', KEYS[1], ARGV[1] .. '|' .. string.format('%d', f) .. '|' .. AR
 if ARGV[6] == 'a' then
   redis.call('ZADD', KEYS[5], ARGV[7], ARGV[5])
   redis.call('PEXPIRE', KEYS[5], string.format('%d', 2 * tonumber(ARGV[2])))
-else
+elseif ARGV[6] then
   redis.call('ZREM', KEYS[5], ARGV[5])
 end
 if era == 0 then return f end
@@ -199,14 +201,15 @@ return 0
 // channel, ARGV[3] the Locker's ID or empty. Returns 1 when it deleted the lock, 0
 // when the token did not own it.
 var releaseTurnScript = redis.NewScript(`
-if ARGV[3] ~= '' then
-  redis.call('ZREM', KEYS[2], ARGV[3])
-end
-local next = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-if next then
-  redis.call('ZREM', KEYS[2], next)
-else
-  next = ''
+local next = ''
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  if ARGV[3] ~= '' then
+    redis.call('ZREM', KEYS[2], ARGV[3])
+  end
+  next = redis.call('ZRANGE', KEYS[2], 0, 0)[1] or ''
+  if next ~= '' then
+    redis.call('ZREM', KEYS[2], next)
+  end
 end
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '|' then

@@ -45,7 +45,7 @@ const defaultTurnTimeout = 50 * time.Millisecond
 
 // Modes of an acquireCall for the key's turns (ARGV[6] of acquireScript).
 const (
-	turnNone  = ""  // not waiting: only leave the turns on taking the lock
+	turnNone  = ""  // not waiting: the turns are left alone
 	turnWait  = "w" // waiting: join the turns when the key is held
 	turnAgain = "a" // more waiters: join when held, and go to the end on taking it
 )
