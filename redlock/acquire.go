@@ -107,7 +107,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 	}
 	if mode != turnNone { // the key's turns (turns.go)
 		call.keys = append(call.keys, turnsName(n, key))
-		call.args = append(call.args, l.id, mode, start.UnixMicro())
+		call.args = append(call.args, l.idArg, mode, start.UnixMicro())
 	}
 	// Phase 1 lingers for the slower nodes once decided (see fanout): a lease that
 	// holds more than a bare quorum survives a node's loss, and Unlock right after

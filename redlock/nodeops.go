@@ -90,7 +90,7 @@ func newJoinCall(n redisx.Names, key, token, id string, score, ms int64) release
 // newUnlockCall is Unlock's release of key's lease, which hands the next turn
 // (releaseTurnScript, turns.go); leave is the Locker's ID when it has no waiters on
 // key (it leaves the turns), else "".
-func newUnlockCall(n redisx.Names, key, token, leave string) releaseCall {
+func newUnlockCall(n redisx.Names, key, token string, leave any) releaseCall {
 	return releaseCall{script: releaseTurnScript, keys: []string{n.Lock, turnsName(n, key)}, args: []any{token, n.Channel, leave}}
 }
 

@@ -41,6 +41,7 @@ type Locker struct {
 	readers      readers       // which Wait of each key reads its messages (readers.go)
 	flights      flights       // one attempt per key in flight (flight.go)
 	id           string        // the Locker's ID in the keys' turns (turns.go)
+	idArg        any           // id, as a script argument (converted once)
 	turnTimeout  time.Duration // see defaultTurnTimeout
 	// hookAcquire, when set (by tests, export_test.go), runs before phase 1's script
 	// is sent to a node, with the node's index.
@@ -82,6 +83,7 @@ func New(clients []redis.UniversalClient, opts *Options) (*Locker, error) {
 	l := &Locker{opts: o, quorum: len(clients)/2 + 1, group: redisx.NewGroup(), queue: waitq.New(0), id: distlock.NewToken()[:16]}
 	l.state = stateKeys(o.Prefix)
 	l.turnTimeout = cmp.Or(o.turnTimeout, defaultTurnTimeout)
+	l.idArg = l.id
 	l.quarantineMS = redisx.Millis(o.MaxTTL + o.MaxTTL/10 + l.Drift(o.MaxTTL))
 	addrs := make(map[string]int)
 	for i, c := range clients {

@@ -43,7 +43,7 @@ func (l *Locker) unlock(ctx context.Context, lease distlock.Lease) error {
 	}
 	n := l.names(lease.Key)
 	ours := redisx.Ours(lease.Token)
-	leave := l.id
+	leave := l.idArg
 	if l.queue.Len(lease.Key) > 0 {
 		leave = "" // waiters: keep the Locker's turn
 	}
