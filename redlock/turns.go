@@ -13,29 +13,33 @@ import (
 // once, each with a round on every master: one of them wins, and the others' rounds
 // (and their clean-ups) only slow the winner's down. Each master therefore keeps the
 // key's turns, a sorted set of the IDs of the Lockers that wait on the key (every
-// Locker has a random ID): a Locker's TryLock that finds the key held on a master
-// adds the Locker there when the Locker waits on the key (its Waits' subscription
-// to the key's channel is open), unless it is there already, scored by the master's
-// fence counter, so that the Lockers that found an earlier holder come first. A
-// TryLock that takes the master's lock removes its Locker, or puts it at the end
-// when the Locker has more waiters on the key. Unlock's release (releaseTurnScript)
-// takes the first Locker out of the master's turns and names it in the release:
-// "<digest>|<Locker ID>".
+// Locker has a random ID), scored by the start of the TryLock that added them (the
+// same score on every master, so that the masters agree on the order). A TryLock
+// of a Locker that waits on the key (its Waits' subscription to the key's channel
+// is open) adds the Locker, unless it is there already, on the masters where it
+// finds the key held, and, when it fails for contention, on those where it releases
+// its own locks; one that takes a master's lock removes its Locker there, or puts
+// it at the end when the Locker has more waiters on the key. A TryLock of a Locker
+// that does not wait on the key leaves the turns alone. Unlock's release
+// (releaseTurnScript) takes the first Locker out of every master's turns and names
+// it in the release: "<digest>|<Locker ID>"; an Unlock by a Locker with no waiters
+// left on the key first takes that Locker out.
 //
 // A Locker whose last TryLock of the key added it to the turns (it is queued) then
 // wakes its first waiter only on a release that names it, or on a release that
 // names nobody (the turns are empty: they expired, or every Locker had its turn).
-// On a release that names another Locker it stays asleep, and wakes after
-// 50ms (defaultTurnTimeout) unless another release comes meanwhile: the Locker named may have no
-// waiter left, or may have been given the turn on one master only. A Locker that is
-// not queued (its TryLock found the key held before its Waits subscribed) wakes on
-// the releases that matter to it, as before (herd.go). The turns decide nothing
-// about who holds the key: every Locker still takes it with a full TryLock; they
-// only decide who tries first, so a release costs one round, not one per Locker.
+// On a release that names another Locker it stays asleep, and wakes after 50ms
+// (defaultTurnTimeout) unless another release comes meanwhile: the Locker named may
+// have no waiter left, or may have been given the turn on one master only. A
+// Locker that is not queued (its TryLock found the key held before its Waits
+// subscribed) wakes on the releases that matter to it, as before (herd.go). The
+// turns decide nothing about who holds the key: every Locker still takes it with a
+// full TryLock; they only decide who tries first, so a release costs one round,
+// not one per Locker.
 //
-// The masters' turns may disagree (a Locker added on some masters only, or in a
-// different order): a release then names two Lockers or three, still fewer than
-// every Locker with waiters.
+// The masters' turns may disagree (a Locker added on some masters only, a master
+// that missed an Unlock): a release then names two Lockers or three, still fewer
+// than every Locker with waiters.
 
 // defaultTurnTimeout is how long a queued Locker waits, after a release that named
 // another Locker, before it tries the key anyway: longer than a loaded machine's
