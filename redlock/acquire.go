@@ -98,16 +98,21 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 			_, _ = l.releaseOn(cctx, e.i, newReleaseCall(n, token))
 		}
 	}
+	seen := l.peek(n.Channel) // for a Wait that follows (sighting.go)
+	mode := l.turnMode(key, seen)
 	// The script's keys and arguments, built once for all the nodes.
 	call := acquireCall{
 		keys: []string{n.Lock, n.Fence, l.state.marker, l.state.quarantine},
 		args: []any{token, ms, l.opts.Owner, l.quarantineMS},
 	}
+	if mode != turnNone { // the key's turns (turns.go)
+		call.keys = append(call.keys, turnsName(n, key))
+		call.args = append(call.args, l.idArg, mode, start.UnixMicro())
+	}
 	// Phase 1 lingers for the slower nodes once decided (see fanout): a lease that
 	// holds more than a bare quorum survives a node's loss, and Unlock right after
 	// TryLock finds every lock made. Answers later still join the lease or are
 	// released.
-	seen := l.peek(n.Channel) // for a Wait that follows (sighting.go)
 	res := fanout(ctx, l, nil, nt,
 		func(ctx context.Context, i int) (phase1, error) { return l.acquireOn(ctx, i, call) },
 		func(i int, r phase1, err error) {
@@ -149,8 +154,12 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 		att.decide(l, token, res, false, 0)
 		// Wait for the locks that answered (they answer fast); nodes whose outcome is
 		// unknown are cleaned up in the background.
-		l.release(ctx, locked, n, token, nt)
-		l.release(ctx, failed, n, token, 0)
+		c := newReleaseCall(n, token)
+		if mode != turnNone && errors.Is(err, distlock.ErrLocked) {
+			c = newJoinCall(n, key, token, l.id, start.UnixMicro(), ms)
+		}
+		l.release(ctx, locked, c, nt)
+		l.release(ctx, failed, c, 0)
 		return distlock.Lease{}, err
 	}
 	if l.settleNodes(ctx, res, bootstrap && len(locked) == 0) {
@@ -161,6 +170,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 		err := l.noQuorum(ctx, key, res, locked, held)
 		if errors.Is(err, distlock.ErrLocked) {
 			l.saw(n.Channel, seen, res, held)
+			l.queued(key, mode != turnNone)
 		}
 		return fail(err)
 	}
@@ -221,6 +231,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 	}
 	att.decide(l, token, res, true, fence)
 	l.acquired(key, token)
+	l.queued(key, mode == turnAgain)
 	return distlock.Lease{Key: key, Token: token, Fence: uint64(fence), Expires: expires}, nil
 }
 

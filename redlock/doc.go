@@ -216,6 +216,8 @@
 //	P:{T}:lock:K      the lock: "<token>|<fence>|<owner>" with a time to live
 //	P:{T}:fence:K     the fence counter (never expires, never deleted)
 //	P:{T}:release:K   the pub/sub channel that Unlock publishes on
+//	P:{T}:turns:K     the Lockers that wait on K, in line (a sorted set of their
+//	                  IDs, expiring twice the ttl after the last one joined)
 //	P:node            the master's marker: "<epoch>|<era>", never expires
 //	P:quarantine      present, with a time to live, while the master is kept out
 //
@@ -268,6 +270,17 @@
 // release of the holder it saw there (one with that holder's digest, or an empty
 // one), skips the read: that TryLock was it.
 //
+// Each master keeps the key's turns, the Lockers that wait on the key in line (each
+// Locker has a random ID): a TryLock that finds the key held joins them when its
+// Locker waits on the key (the key's channel is subscribed), and Unlock's release
+// names the first Locker and takes it out ("<digest>|<Locker ID>"). A Locker in
+// line wakes on a release that names it (or nobody), not on one that names another
+// Locker; it tries anyway when no release came 50ms after one that named another
+// (the Locker named may have no waiter left). So a release costs one attempt, by
+// the Locker whose turn it is, not one per Locker with waiters; a Locker with more
+// waiters goes to the end of the line when it takes the key (TestTurnsOneRound,
+// TestTurnsHerd). The turns decide who tries first, never who holds the key.
+//
 // The Waits of one Locker on a key form one line (internal/waitq). A release wakes
 // the first of them only, on the first master's message: the next one wakes when
 // the woken caller does not start its TryLock within the handoff time (20ms), or
@@ -279,8 +292,10 @@
 // message (an older version) always matters, and each release is announced once, not
 // once per master. A herd of waiters therefore costs each Locker with waiters about
 // one attempt per release, not one per waiter (TestNoHerd). Messages that arrive
-// between a Wait's subscription and its read are kept, not lost (redisx's Inbox). A
-// Wait whose holders' times to live end returns by itself.
+// between a Wait's subscription and its read are kept, not lost (redisx's Inbox);
+// only one Wait of the Locker on the key reads them, so a message wakes one
+// goroutine per Locker, not one per Wait. A Wait whose holders' times to live end
+// returns by itself.
 //
 // The Waits of one Locker share one pub/sub connection per master, opened by the
 // first Wait and closed a few seconds after the last one (or by Close, or with the

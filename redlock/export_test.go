@@ -47,6 +47,16 @@ func WithHub(opts *Options, ping, idle, topicIdle time.Duration) *Options {
 	return opts
 }
 
+// WithTurnTimeout sets how long a Locker in a key's turns waits after a release
+// that named another Locker (turns.go) in opts (nil: new Options), and returns it.
+func WithTurnTimeout(opts *Options, d time.Duration) *Options {
+	if opts == nil {
+		opts = &Options{}
+	}
+	opts.turnTimeout = d
+	return opts
+}
+
 // CountAcquires counts l's phase-1 scripts sent to node 0 (one per attempt) from
 // now on, and returns the count so far.
 func (l *Locker) CountAcquires() (count func() int64) {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"slices"
 	"sync"
+	"time"
 )
 
 // The waits of one Locker on a key form one line (internal/waitq): a release wakes
@@ -20,7 +21,9 @@ import (
 // plus the nodes that were free or did not answer make a quorum). The clean-up of
 // another waiter's failed attempt on a node or two then wakes nobody. An empty
 // payload (an older publisher, or an Inbox that overflowed) always matters, and so
-// does every release while the Locker knows nothing of the key yet.
+// does every release while the Locker knows nothing of the key yet. Unlock's
+// release also names the Locker whose turn it is ("<digest>|<Locker ID>"): while the
+// Locker is in the key's turns, that decides instead (turns.go).
 
 // Bounds of the views: beyond maxViews keys the map is cleared (the views are
 // learnt again, and until then every release matters); beyond maxDigests digests a
@@ -39,6 +42,11 @@ type keyView struct {
 	// once, not once per node.
 	announced [8]string
 	next      int
+	// Turns (turns.go): the Locker's last TryLock put it in the key's turns, and
+	// the timer that wakes it when the Locker named by a release does not go.
+	queued    bool
+	turnTimer *time.Timer
+	turnGen   uint64
 }
 
 // views are a Locker's keyViews, by key.
@@ -52,6 +60,9 @@ func (v *views) get(key string, create bool) *keyView {
 	kv := v.m[key]
 	if kv == nil && create {
 		if v.m == nil || len(v.m) >= maxViews {
+			for _, old := range v.m {
+				old.stopTurn()
+			}
 			v.m = make(map[string]*keyView)
 		}
 		kv = &keyView{relevant: make(map[string]struct{})}
@@ -83,6 +94,8 @@ func (l *Locker) learn(key string, holders map[string]int, maybeFree int) {
 
 // released acts on release messages of key that a Wait of l received: when one of
 // them matters and was not announced yet, it wakes the first waiter of key's line.
+// A release that names a turn (turns.go) matters when it names l, or nobody while l
+// is queued; while l is queued, one that names another Locker does not.
 func (l *Locker) released(key string, msgs []string) {
 	if len(msgs) == 0 {
 		return
@@ -90,23 +103,33 @@ func (l *Locker) released(key string, msgs []string) {
 	wake := false
 	l.views.mu.Lock()
 	kv := l.views.get(key, false)
-	for _, d := range msgs {
-		if d != "" && kv != nil {
-			if slices.Contains(kv.announced[:], d) {
-				continue // announced already (the same release on another node)
-			}
-			if _, ok := kv.relevant[d]; !ok && !kv.all && !kv.unknown {
-				continue
-			}
+	for _, m := range msgs {
+		d, next, named := parseRelease(m)
+		if d != "" && kv != nil && slices.Contains(kv.announced[:], d) {
+			continue // announced already (the same release on another node)
 		}
 		if kv == nil {
 			kv = l.views.get(key, true)
 			kv.unknown = true // until learnt, every release matters
 		}
+		turn := false
+		if named {
+			w, skip := l.turn(key, kv, next)
+			if skip {
+				continue
+			}
+			turn = w
+		}
+		if !turn && d != "" {
+			if _, ok := kv.relevant[d]; !ok && !kv.all && !kv.unknown {
+				continue
+			}
+		}
 		if d != "" {
 			kv.announced[kv.next] = d
 			kv.next = (kv.next + 1) % len(kv.announced)
 		}
+		kv.stopTurn()
 		wake = true
 	}
 	l.views.mu.Unlock()
@@ -121,7 +144,10 @@ func (l *Locker) forget(key string) {
 		return
 	}
 	l.views.mu.Lock()
-	delete(l.views.m, key)
+	if kv := l.views.m[key]; kv != nil {
+		kv.stopTurn()
+		delete(l.views.m, key)
+	}
 	l.views.mu.Unlock()
 }
 

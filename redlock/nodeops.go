@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/distlock/distlock/internal/redisx"
 )
 
@@ -65,35 +67,50 @@ func (l *Locker) raiseOn(ctx context.Context, i int, n redisx.Names, token strin
 	return v == 1, err
 }
 
-// A releaseCall is the keys and arguments of releaseScript for one token, the same
-// on every node: built once per release, not once per node.
+// A releaseCall is the script, keys and arguments of a release of one token, the
+// same on every node: built once per release, not once per node.
 type releaseCall struct {
-	keys []string
-	args []any
+	script *redis.Script
+	keys   []string
+	args   []any
 }
 
+// newReleaseCall is the clean-up of an attempt's locks (releaseScript).
 func newReleaseCall(n redisx.Names, token string) releaseCall {
-	return releaseCall{keys: []string{n.Lock}, args: []any{token, n.Channel}}
+	return releaseCall{script: releaseScript, keys: []string{n.Lock}, args: []any{token, n.Channel}}
+}
+
+// newJoinCall is the clean-up of an attempt that found key held by others, by a
+// Locker that waits on key: it joins the key's turns where it releases a lock, with
+// score (turns.go).
+func newJoinCall(n redisx.Names, key, token, id string, score, ms int64) releaseCall {
+	return releaseCall{script: releaseScript, keys: []string{n.Lock, turnsName(n, key)}, args: []any{token, n.Channel, id, score, ms}}
+}
+
+// newUnlockCall is Unlock's release of key's lease, which hands the next turn
+// (releaseTurnScript, turns.go); leave is the Locker's ID when it has no waiters on
+// key (it leaves the turns), else "".
+func newUnlockCall(n redisx.Names, key, token string, leave any) releaseCall {
+	return releaseCall{script: releaseTurnScript, keys: []string{n.Lock, turnsName(n, key)}, args: []any{token, n.Channel, leave}}
 }
 
 // releaseOn releases c's token's lock on node i; the token is one of ours
 // (redisx.Ours).
 func (l *Locker) releaseOn(ctx context.Context, i int, c releaseCall) (bool, error) {
-	v, err := l.nodes[i].Run(ctx, releaseScript, c.keys, c.args...).Int64()
+	v, err := l.nodes[i].Run(ctx, c.script, c.keys, c.args...).Int64()
 	return v == 1, err
 }
 
-// release removes token's lock (token is one of ours) from the nodes in idx with a
-// fresh context that
+// release removes c's token's lock (the token is one of ours) from the nodes in idx
+// with a fresh context that
 // outlives the caller's (context.WithoutCancel), bounded by Options.CleanupTimeout.
 // It waits for the nodes while ctx is alive, at most wait; the rest finish in the
 // background (Close waits for them).
-func (l *Locker) release(ctx context.Context, idx []int, n redisx.Names, token string, wait time.Duration) {
+func (l *Locker) release(ctx context.Context, idx []int, c releaseCall, wait time.Duration) {
 	if len(idx) == 0 {
 		return
 	}
 	done := make(chan struct{})
-	c := newReleaseCall(n, token)
 	l.group.Go(func() {
 		defer close(done)
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.CleanupTimeout)

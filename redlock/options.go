@@ -85,6 +85,8 @@ type Options struct {
 
 	// hub shortens the pub/sub hubs' timings in tests (export_test.go).
 	hub redisx.HubConfig
+	// turnTimeout replaces defaultTurnTimeout in tests (export_test.go).
+	turnTimeout time.Duration
 }
 
 // withDefaults returns o with its zero fields filled in, or an error wrapping

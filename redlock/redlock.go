@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"sync"
@@ -37,7 +38,11 @@ type Locker struct {
 	group        *redisx.Group // calls and their goroutines, for Close
 	queue        *waitq.Queue  // the Waits' lines, by key (herd.go)
 	views        views         // what the Locker knows of each waited key's holders
+	readers      readers       // which Wait of each key reads its messages (readers.go)
 	flights      flights       // one attempt per key in flight (flight.go)
+	id           string        // the Locker's ID in the keys' turns (turns.go)
+	idArg        any           // id, as a script argument (converted once)
+	turnTimeout  time.Duration // see defaultTurnTimeout
 	// hookAcquire, when set (by tests, export_test.go), runs before phase 1's script
 	// is sent to a node, with the node's index.
 	hookAcquire atomic.Pointer[func(i int)]
@@ -75,8 +80,10 @@ func New(clients []redis.UniversalClient, opts *Options) (*Locker, error) {
 	if len(clients) == 0 {
 		return nil, opError("New", "", fmt.Errorf("%w: no Redis clients (RedLock needs N >= 1 independent masters, best 5)", distlock.ErrInvalid))
 	}
-	l := &Locker{opts: o, quorum: len(clients)/2 + 1, group: redisx.NewGroup(), queue: waitq.New(0)}
+	l := &Locker{opts: o, quorum: len(clients)/2 + 1, group: redisx.NewGroup(), queue: waitq.New(0), id: distlock.NewToken()[:16]}
 	l.state = stateKeys(o.Prefix)
+	l.turnTimeout = cmp.Or(o.turnTimeout, defaultTurnTimeout)
+	l.idArg = l.id
 	l.quarantineMS = redisx.Millis(o.MaxTTL + o.MaxTTL/10 + l.Drift(o.MaxTTL))
 	addrs := make(map[string]int)
 	for i, c := range clients {

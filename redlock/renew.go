@@ -79,7 +79,7 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 		return lease, nil
 	}
 	if notHeld > len(l.nodes)-l.quorum {
-		l.release(ctx, extended, n, lease.Token, 0)
+		l.release(ctx, extended, newReleaseCall(n, lease.Token), 0)
 		return distlock.Lease{}, fmt.Errorf("fence %d: held on %d of %d nodes, not on %d (quorum %d): %w",
 			lease.Fence, len(extended), len(l.nodes), notHeld, l.quorum, distlock.ErrNotHeld)
 	}

@@ -20,9 +20,20 @@ import "github.com/redis/go-redis/v9"
 // its data, and a node with no era yet or a quarantine does not count; neither takes
 // the lock.
 //
+// It also keeps the key's turns (see turns.go), a sorted set of Locker IDs scored
+// by the time their TryLock began (ARGV[7], the same on every node, so that the
+// nodes agree on the order): when the lock is held and ARGV[6] is 'w' or 'a' (the
+// Locker waits on the key), it adds ARGV[5] unless it is there already; when it
+// takes the lock, it puts ARGV[5] at the end (scored ARGV[7] anew) when ARGV[6] is
+// 'a' (the Locker has more waiters on the key), and otherwise removes it. A Locker
+// that does not wait on the key passes neither KEYS[5] nor ARGV[5] to ARGV[7], and
+// the turns are left alone.
+//
 // KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] the node's marker, KEYS[4] its
-// quarantine; ARGV[1] token (also the epoch of a marker this call writes), ARGV[2] ttl
-// in ms, ARGV[3] owner, ARGV[4] the quarantine in ms.
+// quarantine, KEYS[5] the key's turns; ARGV[1] token (also the epoch of a marker
+// this call writes), ARGV[2] ttl in ms, ARGV[3] owner, ARGV[4] the quarantine in ms,
+// ARGV[5] the Locker's ID, ARGV[6] 'w' or 'a', ARGV[7] the TryLock's start in
+// microseconds since 1970.
 //
 // Returns, with era the node's era:
 //
@@ -46,7 +57,9 @@ import "github.com/redis/go-redis/v9"
 //
 // The marker, the quarantine and the lock are read with one MGET: a free node costs
 // the script, the MGET, the INCR and the SET (4 commands in INFO's
-// total_commands_processed), a held one the script, the MGET and a PTTL (3).
+// total_commands_processed; plus ZREM, or ZADD and PEXPIRE, when the Locker waits),
+// a held one the script, the MGET and a PTTL (3; plus ZSCORE and, the first time,
+// ZADD and PEXPIRE, when the Locker waits).
 var acquireScript = redis.NewScript(`
 local r = redis.call('MGET', KEYS[3], KEYS[4], KEYS[1])
 local m, v = r[1], r[3]
@@ -68,6 +81,10 @@ if v then
   end
   local owner = ''
   if j then owner = string.sub(v, j + 1) end
+  if ARGV[6] and not redis.call('ZSCORE', KEYS[5], ARGV[5]) then
+    redis.call('ZADD', KEYS[5], ARGV[7], ARGV[5])
+    redis.call('PEXPIRE', KEYS[5], string.format('%d', 2 * tonumber(ARGV[2])))
+  end
   return {0, 0, owner, redis.call('PTTL', KEYS[1]), era, redis.sha1hex(i and string.sub(v, 1, i - 1) or v)}
 end
 if era > 0 and redis.call('EXISTS', KEYS[2]) == 0 then
@@ -75,6 +92,12 @@ if era > 0 and redis.call('EXISTS', KEYS[2]) == 0 then
 end
 local f = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. string.format('%d', f) .. '|' .. ARGV[3], 'PX', ARGV[2])
+if ARGV[6] == 'a' then
+  redis.call('ZADD', KEYS[5], ARGV[7], ARGV[5])
+  redis.call('PEXPIRE', KEYS[5], string.format('%d', 2 * tonumber(ARGV[2])))
+elseif ARGV[6] then
+  redis.call('ZREM', KEYS[5], ARGV[5])
+end
 if era == 0 then return f end
 return {1, f, era}
 `)
@@ -139,13 +162,59 @@ return {string.sub(v, 1, i - 1), string.sub(v, i + 1, j - 1), string.sub(v, j + 
 // of another waiter's failed attempt. The digest, not the token, is published: the
 // token is what Unlock and Renew check.
 //
-// KEYS[1] lock key; ARGV[1] token, ARGV[2] release channel. Returns 1 when it deleted
-// the lock, 0 when the token did not own it.
+// The clean-up of an attempt that found the key held by others, made by a Locker
+// that waits on the key, passes the key's turns, the Locker's ID and the attempt's
+// score and ttl too: the Locker joins the key's turns on the nodes it locked, as
+// acquireScript made it join them on the nodes where it found the key held, so that
+// every node names the same Locker next (see turns.go).
+//
+// KEYS[1] lock key, KEYS[2] (optional) the key's turns; ARGV[1] token, ARGV[2]
+// release channel, ARGV[3], ARGV[4] and ARGV[5] (optional) the Locker's ID, its
+// score and the ttl in ms. Returns 1 when it deleted the lock, 0 when the token did
+// not own it.
 var releaseScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '|' then
   redis.call('DEL', KEYS[1])
   redis.call('PUBLISH', ARGV[2], redis.sha1hex(ARGV[1]))
+  if ARGV[3] and not redis.call('ZSCORE', KEYS[2], ARGV[3]) then
+    redis.call('ZADD', KEYS[2], ARGV[4], ARGV[3])
+    redis.call('PEXPIRE', KEYS[2], string.format('%d', 2 * tonumber(ARGV[5])))
+  end
+  return 1
+end
+return 0
+`)
+
+// releaseTurnScript is Unlock's releaseScript: it also hands the key's next turn
+// (see turns.go) to the first Locker of the key's turns, which it removes from
+// them, and announces it with the release: "<digest>|<Locker ID>" ("<digest>|" when
+// nobody has a turn). It takes the first Locker out of the turns on every node
+// Unlock reaches, also where the token does not own the lock (the lease's attempt
+// did not lock that node, or another attempt locked it since), without a message
+// there, so that the nodes' turns stay in step. First, when ARGV[3] is not empty
+// (the releasing Locker has no waiters on the key), it removes ARGV[3] from the
+// turns: a turn that a TryLock of the Locker took on a node where it found the key
+// held, and then acquired the key on others, would wake nobody.
+//
+// KEYS[1] lock key, KEYS[2] the key's turns; ARGV[1] token, ARGV[2] release
+// channel, ARGV[3] the Locker's ID or empty. Returns 1 when it deleted the lock, 0
+// when the token did not own it.
+var releaseTurnScript = redis.NewScript(`
+local next = ''
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  if ARGV[3] ~= '' then
+    redis.call('ZREM', KEYS[2], ARGV[3])
+  end
+  next = redis.call('ZRANGE', KEYS[2], 0, 0)[1] or ''
+  if next ~= '' then
+    redis.call('ZREM', KEYS[2], next)
+  end
+end
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '|' then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[2], redis.sha1hex(ARGV[1]) .. '|' .. next)
   return 1
 end
 return 0

@@ -54,7 +54,10 @@ func (l *Locker) saw(channel string, p peeks, res []reply[phase1], held []int) {
 			if pttl < 0 {
 				pttl = -1
 			}
-			l.nodes[i].Hub.SawHolder(channel, p.toks[i], pttl, res[i].v.digest)
+			// Any message since counts as a release: Unlock's names a turn after
+			// the holder's digest ("<digest>|<Locker ID>", turns.go), which the
+			// hub's SawHolder would not take for the holder's release.
+			l.nodes[i].Hub.Saw(channel, p.toks[i], pttl)
 		}
 	}
 }

@@ -43,7 +43,11 @@ func (l *Locker) unlock(ctx context.Context, lease distlock.Lease) error {
 	}
 	n := l.names(lease.Key)
 	ours := redisx.Ours(lease.Token)
-	c := newReleaseCall(n, lease.Token)
+	leave := l.idArg
+	if l.queue.Len(lease.Key) > 0 {
+		leave = "" // waiters: keep the Locker's turn
+	}
+	c := newUnlockCall(n, lease.Key, lease.Token, leave)
 	res := fanout(ctx, l, nil, l.opts.NodeTimeout, func(ctx context.Context, i int) (bool, error) {
 		if !ours { // a token with '|' is none of ours: it owns nothing
 			return false, nil

@@ -16,7 +16,8 @@ import (
 // Wait returns nil when key may be free: at once if fewer than a quorum of nodes hold
 // a lock on it, else when it is this Wait's turn after a release of a holder that
 // the Locker saw (Unlock, and the clean-up of a failed attempt, publish the SHA-1 of
-// the released token on the key's channel on every node they release), or when
+// the released token on the key's channel on every node they release), or after a
+// release that names the Locker's turn (see the package documentation), or when
 // enough of the holders' locks have expired, by the nodes' remaining times to live,
 // that the free nodes could form a quorum. The Waits of one Locker on a key wake one
 // at a time: a release wakes the first, and the next one wakes when the woken caller
@@ -81,11 +82,23 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 	}
 	// Messages that arrive from now on are kept in the Inbox until taken; one that
 	// matters wakes the first waiter of the key's line (herd.go), maybe this one.
+	// Only the key's reader takes them (readers.go): ready is nil until this Wait
+	// is the reader.
 	qw := l.queue.Join(key)
+	rd := l.readers.join(key, in)
+	var ready <-chan struct{}
 	defer func() {
+		if ready != nil {
+			l.released(key, in.Take())
+		}
+		l.readers.leave(key, rd)
 		qw.Leave()
 		l.forget(key)
 	}()
+	promoted := func() {
+		ready = in.Ready()
+		l.released(key, in.Take())
+	}
 	w := &waiter{Waiting: redisx.NewWaiting(ctx), l: l, ctx: ctx, n: n, key: key}
 	defer w.Stop()
 
@@ -135,8 +148,10 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 				if done, err := w.read(r); done {
 					return err
 				}
-			case <-in.Ready():
+			case <-ready:
 				l.released(key, in.Take())
+			case <-rd.promote:
+				promoted()
 			case <-qw.Woken():
 				return w.woke()
 			case <-ls.Woke():
@@ -164,8 +179,10 @@ wait:
 				}
 				return err
 			}
-		case <-in.Ready():
+		case <-ready:
 			l.released(key, in.Take())
+		case <-rd.promote:
+			promoted()
 		case <-qw.Woken():
 			return w.woke()
 		case <-ls.Woke():

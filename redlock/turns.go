@@ -1,0 +1,139 @@
+package redlock
+
+import (
+	"strings"
+	"time"
+
+	"github.com/distlock/distlock/internal/redisx"
+)
+
+// Turns: which Locker tries a released key first.
+//
+// Every Locker with waiters on a key that a release wakes would otherwise try it at
+// once, each with a round on every master: one of them wins, and the others' rounds
+// (and their clean-ups) only slow the winner's down. Each master therefore keeps the
+// key's turns, a sorted set of the IDs of the Lockers that wait on the key (every
+// Locker has a random ID), scored by the start of the TryLock that added them (the
+// same score on every master, so that the masters agree on the order). A TryLock
+// of a Locker that waits on the key (its Waits' subscription to the key's channel
+// is open) adds the Locker, unless it is there already, on the masters where it
+// finds the key held, and, when it fails for contention, on those where it releases
+// its own locks; one that takes a master's lock removes its Locker there, or puts
+// it at the end when the Locker has more waiters on the key. A TryLock of a Locker
+// that does not wait on the key leaves the turns alone. Unlock's release
+// (releaseTurnScript) takes the first Locker out of every master's turns and names
+// it in the release: "<digest>|<Locker ID>"; an Unlock by a Locker with no waiters
+// left on the key first takes that Locker out.
+//
+// A Locker whose last TryLock of the key added it to the turns (it is queued) then
+// wakes its first waiter only on a release that names it, or on a release that
+// names nobody (the turns are empty: they expired, or every Locker had its turn).
+// On a release that names another Locker it stays asleep, and wakes after 50ms
+// (defaultTurnTimeout) unless another release comes meanwhile: the Locker named may
+// have no waiter left, or may have been given the turn on one master only. A
+// Locker that is not queued (its TryLock found the key held before its Waits
+// subscribed) wakes on the releases that matter to it, as before (herd.go). The
+// turns decide nothing about who holds the key: every Locker still takes it with a
+// full TryLock; they only decide who tries first, so a release costs one round,
+// not one per Locker.
+//
+// The masters' turns may disagree (a Locker added on some masters only, a master
+// that missed an Unlock): a release then names two Lockers or three, still fewer
+// than every Locker with waiters.
+
+// defaultTurnTimeout is how long a queued Locker waits, after a release that named
+// another Locker, before it tries the key anyway: longer than a loaded machine's
+// handoff, so that the Lockers in line do not all try the key while the one named
+// takes it.
+const defaultTurnTimeout = 50 * time.Millisecond
+
+// Modes of an acquireCall for the key's turns (ARGV[6] of acquireScript).
+const (
+	turnNone  = ""  // not waiting: the turns are left alone
+	turnWait  = "w" // waiting: join the turns when the key is held
+	turnAgain = "a" // more waiters: join when held, and go to the end on taking it
+)
+
+// turnsName returns the Redis name of key's turns, given its names n (it shares
+// their hash tag).
+func turnsName(n redisx.Names, key string) string {
+	base := len(n.Lock) - len(key) - len("lock:")
+	return n.Lock[:base] + "turns:" + key
+}
+
+// turnMode returns the acquireCall mode of a TryLock of key: whether the Locker
+// waits on key (a Wait's subscription is open, seen has peeks) and has waiters left.
+func (l *Locker) turnMode(key string, seen peeks) string {
+	switch {
+	case l.queue.Len(key) > 0:
+		return turnAgain
+	case seen.toks != nil:
+		return turnWait
+	}
+	return turnNone
+}
+
+// parseRelease splits a release message into the released token's digest and the
+// Locker whose turn it is; named reports whether the message names a turn at all
+// (Unlock's release; not a clean-up's, nor an older version's).
+func parseRelease(msg string) (digest, next string, named bool) {
+	digest, next, named = strings.Cut(msg, "|")
+	return digest, next, named
+}
+
+// queued records whether the last TryLock of key added l to the key's turns.
+func (l *Locker) queued(key string, q bool) {
+	l.views.mu.Lock()
+	defer l.views.mu.Unlock()
+	if kv := l.views.get(key, q); kv != nil {
+		kv.queued = q
+	}
+}
+
+// turn decides what a release message that names a turn means to kv, a view of
+// key: wake (it is l's turn, or nobody's and l is queued), skip (another Locker's
+// turn while l is queued: the turn timer is armed), or neither, when the release is
+// to be judged by the view's holders. l.views.mu is held.
+func (l *Locker) turn(key string, kv *keyView, next string) (wake, skip bool) {
+	switch {
+	case next == l.id:
+		kv.queued = false
+		return true, false
+	case !kv.queued:
+		return false, false
+	case next == "":
+		kv.queued = false
+		return true, false
+	}
+	// Another Locker's turn: wake after l.turnTimeout unless a release comes first.
+	kv.turnGen++
+	gen := kv.turnGen
+	if kv.turnTimer != nil {
+		kv.turnTimer.Stop()
+	}
+	kv.turnTimer = time.AfterFunc(l.turnTimeout, func() { l.turnExpired(key, kv, gen) })
+	return false, true
+}
+
+// turnExpired wakes key's first waiter when no release came within l.turnTimeout of
+// the one that named another Locker.
+func (l *Locker) turnExpired(key string, kv *keyView, gen uint64) {
+	l.views.mu.Lock()
+	live := l.views.m[key] == kv && kv.turnGen == gen
+	if live {
+		kv.queued = false
+	}
+	l.views.mu.Unlock()
+	if live {
+		l.queue.Released(key)
+	}
+}
+
+// stopTurn stops kv's turn timer. l.views.mu is held.
+func (kv *keyView) stopTurn() {
+	kv.turnGen++
+	if kv.turnTimer != nil {
+		kv.turnTimer.Stop()
+		kv.turnTimer = nil
+	}
+}
