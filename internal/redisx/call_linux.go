@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -24,12 +25,25 @@ import (
 // goroutine that waits on an eventfd becomes runnable through the runtime's network
 // poller instead, which the thread that runs out of work next (here, the one that
 // ran the other side of the handoff) polls before it sleeps: no thread is woken.
+// It costs a system call per handoff instead (a write; the waiter does not read),
+// and a poll of the network by the scheduler, which is why Call takes this path only
+// while few calls are in flight.
+//
+// Each call watches its context with context.AfterFunc, which is cheap for the
+// standard library's contexts; for another implementation of Done it starts a
+// goroutine per call. The eventfds held are one per worker of the fdPool (workers
+// end after workerIdle) and one per waker in the pool of wakers.
 
-// A waker is an eventfd that one goroutine at a time waits on.
+// A waker is an eventfd that one goroutine at a time waits on. It is never read:
+// each signal (a write) is an edge for the poller, and the waiter checks its own
+// condition (ready) when it starts waiting and after each wakeup, so no system call
+// reads the counter (it grows by one a signal, and would overflow after 2^64).
 type waker struct {
 	f        *os.File
-	deadline time.Time // the read deadline set on f
-	buf      [8]byte
+	rc       syscall.RawConn
+	deadline time.Time          // the read deadline set on f
+	ready    func(uintptr) bool // what wait waits for
+	state    *atomic.Int32      // a call's waker: the state of its current call
 }
 
 // wakeOne is the eventfd increment of a signal.
@@ -40,16 +54,22 @@ func newWaker() (*waker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &waker{f: os.NewFile(uintptr(fd), "redisx-waker")}, nil
+	f := os.NewFile(uintptr(fd), "redisx-waker")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return &waker{f: f, rc: rc}, nil
 }
 
-// signal wakes the waiter, or the next wait. Signals that arrive before a wait
-// add up to one wakeup. A write to an eventfd fails only when its counter would
-// overflow, or after close.
+// signal wakes the waiter, or makes the next wait check its condition at once. A
+// write to an eventfd fails only when its counter would overflow, or after close.
 func (w *waker) signal() { _, _ = w.f.Write(wakeOne) }
 
-// wait waits for a signal, or until deadline (zero: none), when it returns an
-// error wrapping os.ErrDeadlineExceeded.
+// wait returns when ready reports true, which it calls first and then after each
+// signal; or at deadline (zero: none), with an error wrapping
+// os.ErrDeadlineExceeded.
 func (w *waker) wait(deadline time.Time) error {
 	if !deadline.Equal(w.deadline) {
 		if err := w.f.SetReadDeadline(deadline); err != nil {
@@ -57,21 +77,26 @@ func (w *waker) wait(deadline time.Time) error {
 		}
 		w.deadline = deadline
 	}
-	_, err := w.f.Read(w.buf[:])
-	return err
+	return w.rc.Read(w.ready)
 }
 
 func (w *waker) close() { _ = w.f.Close() }
 
-// wakers holds the wakers of finished calls, each without a pending signal. One
-// that the pool drops is closed by the os.File's cleanup.
+// wakers holds the wakers of finished calls. One that the pool drops is closed by
+// the os.File's cleanup.
 var wakers sync.Pool
 
+// getWaker returns a call's waker, which waits until its state is not pending.
 func getWaker() (*waker, error) {
 	if w, ok := wakers.Get().(*waker); ok {
 		return w, nil
 	}
-	return newWaker()
+	w, err := newWaker()
+	if err != nil {
+		return nil, err
+	}
+	w.ready = func(uintptr) bool { return w.state.Load() != pending }
+	return w, nil
 }
 
 // callFast is Call with a context that can be cancelled, through a worker of g's
@@ -84,26 +109,24 @@ func callFast[T any](ctx context.Context, g *Group, f func() (T, error), abandon
 		return zero, nil, false
 	}
 	c := &fdCall[T]{f: f, abandon: abandon, w: w}
-	// Exactly one signal comes to w: from the worker when f's result is in, or
-	// from ctx's AfterFunc when ctx is done first (whichever ends pending).
-	// The AfterFunc is set first, so that the caller parks right after the
-	// handoff: the worker runs once it has.
+	w.state = &c.state
+	// One signal comes to w: from the worker when f's result is in, or from ctx's
+	// AfterFunc when ctx is done first (whichever ends pending). The AfterFunc is
+	// set first, so that the caller parks right after the handoff: the worker runs
+	// once it has.
 	stop := context.AfterFunc(ctx, c.cancel)
 	if !g.runFD(c) {
 		g.run(c)
 	}
-	err = w.wait(time.Time{})
-	for err == nil && c.state.Load() == pending { // a stray signal (none is sent)
-		err = w.wait(time.Time{})
-	}
-	if err != nil {
-		// A read of an eventfd without a deadline does not fail; should it, wait
-		// for the state, and drop w (its signal may still come).
+	if err := w.wait(time.Time{}); err != nil {
+		// A wait without a deadline does not fail; should it, wait for the
+		// state, and drop w.
 		for c.state.Load() == pending {
 			time.Sleep(time.Millisecond)
 		}
 	} else {
-		wakers.Put(w)
+		w.state = nil
+		wakers.Put(w) // a signal of c may still come: a later wait checks its own state
 	}
 	stop()
 	if c.state.Load() == abandoned {
@@ -176,7 +199,14 @@ func (g *Group) runFD(j job) bool {
 		return false
 	}
 	w := &fdWorker{w: wk}
-	g.Go(func() { w.loop(p, j, g.quit) })
+	quit := g.quit
+	wk.ready = func(uintptr) bool {
+		p.mu.Lock()
+		has := w.job != nil
+		p.mu.Unlock()
+		return has || closed(quit)
+	}
+	g.Go(func() { w.loop(p, j, quit) })
 	return true
 }
 
