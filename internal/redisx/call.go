@@ -19,6 +19,12 @@ import (
 // and its late result is handed to abandon (when non-nil) on that goroutine; abandon
 // must be bounded too. g's Wait waits for both. When ctx can never be done
 // (context.Background), f runs on the caller's goroutine.
+//
+// While few of g's calls are in flight (fewer than half the processors, at least
+// one), the handoff to the worker and back goes through eventfds on Linux (see
+// call_linux.go), which spares the two thread wakeups of channel handoffs on an idle
+// machine; with more in flight the processors are busy, a channel handoff wakes no
+// thread, and it costs less CPU than the eventfds' system calls.
 func Call[T any](ctx context.Context, g *Group, f func() (T, error), abandon func(T, error)) (T, error) {
 	if ctx.Done() == nil {
 		return f()
@@ -26,6 +32,13 @@ func Call[T any](ctx context.Context, g *Group, f func() (T, error), abandon fun
 	if err := ctx.Err(); err != nil {
 		var zero T
 		return zero, err
+	}
+	few := g.inflight.Add(1) <= g.fewCalls
+	defer g.inflight.Add(-1)
+	if few {
+		if v, err, ok := callFast(ctx, g, f, abandon); ok {
+			return v, err
+		}
 	}
 	// One allocation per call: c is also the job that a worker runs, and its done
 	// channel comes from a pool (it goes back once its signal was received).
@@ -94,8 +107,9 @@ type funcJob func()
 
 func (f funcJob) run() { f() }
 
-// workerIdle is how long a worker waits for its next job before it ends.
-const workerIdle = 100 * time.Millisecond
+// workerIdle is how long a worker waits for its next job before it ends (a
+// variable for tests).
+var workerIdle = 100 * time.Millisecond
 
 // A workerPool runs jobs on goroutines that it keeps for reuse while jobs keep
 // coming. A new goroutine per command costs more than the command's own CPU in the

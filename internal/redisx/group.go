@@ -1,7 +1,9 @@
 package redisx
 
 import (
+	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/distlock/distlock"
 )
@@ -16,11 +18,16 @@ type Group struct {
 	wg     sync.WaitGroup
 	quit   chan struct{} // closed by Close: idle workers end
 	pool   workerPool
+	fd     fdPool // Call's workers while few calls are in flight (Linux)
+	// inflight counts the Calls in progress with a context that can be
+	// cancelled; up to fewCalls of them hand off through eventfds (see Call).
+	inflight atomic.Int64
+	fewCalls int64
 }
 
 // NewGroup returns an open Group.
 func NewGroup() *Group {
-	return &Group{quit: make(chan struct{})}
+	return &Group{quit: make(chan struct{}), fewCalls: int64(max(1, runtime.GOMAXPROCS(0)/2))}
 }
 
 // Enter begins a call, which must end with Leave. It returns distlock.ErrClosed
@@ -72,6 +79,7 @@ func (g *Group) Close() bool {
 	}
 	g.closed = true
 	close(g.quit)
+	g.fd.wakeIdle()
 	return true
 }
 

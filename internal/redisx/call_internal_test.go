@@ -1,0 +1,115 @@
+package redisx
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// both runs test with Call's handoff through eventfds (on Linux) and through
+// channels (as when many calls are in flight).
+func both(t *testing.T, test func(t *testing.T, g *Group)) {
+	for _, few := range []int64{1 << 30, 0} {
+		name := "channels"
+		if few > 0 {
+			name = "few"
+		}
+		t.Run(name, func(t *testing.T) {
+			g := NewGroup()
+			g.fewCalls = few
+			require.NoError(t, g.Enter())
+			test(t, g)
+			g.Leave()
+			g.Close()
+			g.Wait()
+		})
+	}
+}
+
+// TestCallCancelled: Call returns ctx's error as soon as ctx is done while f still
+// runs, and f's late result goes to abandon.
+func TestCallCancelled(t *testing.T) {
+	both(t, func(t *testing.T, g *Group) {
+		release := make(chan struct{})
+		late := make(chan int, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(10*time.Millisecond, cancel)
+		start := time.Now()
+		v, err := Call(ctx, g, func() (int, error) { <-release; return 7, nil }, func(v int, err error) { late <- v })
+		require.ErrorIs(t, err, context.Canceled)
+		require.Zero(t, v)
+		require.Less(t, time.Since(start), 5*time.Second)
+		close(release)
+		select {
+		case v := <-late:
+			require.Equal(t, 7, v)
+		case <-time.After(10 * time.Second):
+			t.Fatal("abandon got no late result")
+		}
+	})
+}
+
+// TestCallOwnResult: calls cancelled at random moments, from many goroutines, get
+// their own result or their context's error, never another call's result (the
+// wakers and workers they leave behind are reused).
+func TestCallOwnResult(t *testing.T) {
+	both(t, func(t *testing.T, g *Group) {
+		var wg sync.WaitGroup
+		for w := range 8 {
+			wg.Go(func() {
+				for i := range 300 {
+					want := w*1000 + i
+					ctx, cancel := context.WithCancel(context.Background())
+					d := time.Duration(rand.IntN(200)) * time.Microsecond
+					time.AfterFunc(d, cancel)
+					v, err := Call(ctx, g, func() (int, error) {
+						time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
+						return want, nil
+					}, nil)
+					if err != nil {
+						if !errors.Is(err, context.Canceled) {
+							t.Errorf("call %d: %v", want, err)
+						}
+					} else if v != want {
+						t.Errorf("call %d got %d", want, v)
+					}
+					cancel()
+				}
+			})
+		}
+		wg.Wait()
+	})
+}
+
+// TestCloseEndsIdleWorkers: Close ends the idle workers at once, not after
+// workerIdle.
+func TestCloseEndsIdleWorkers(t *testing.T) {
+	old := workerIdle
+	workerIdle = time.Hour
+	t.Cleanup(func() { workerIdle = old })
+	for _, few := range []int64{1 << 30, 0} {
+		g := NewGroup()
+		g.fewCalls = few
+		require.NoError(t, g.Enter())
+		ctx, cancel := context.WithCancel(context.Background())
+		for range 3 {
+			_, err := Call(ctx, g, func() (int, error) { return 1, nil }, nil)
+			require.NoError(t, err)
+		}
+		cancel()
+		g.Leave()
+		g.Close()
+		done := make(chan struct{})
+		go func() { g.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("fewCalls %d: Wait did not return after Close", few)
+		}
+	}
+}
