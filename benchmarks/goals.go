@@ -142,8 +142,9 @@ const pgAdvisoryGoal = 0.5
 
 // peerGoal returns the result and numbers cells of the goal of W1 against each
 // protocol's best peer. Where the protocol has a floor that is not its baseline
-// (PostgreSQL's lease row: two UPDATEs by hand), its ratio to the peer is shown
-// too: what a row protocol can reach at all.
+// (PostgreSQL's lease row: two UPDATEs by hand; Redis' and RedLock's fenced
+// floors), its ratio to the peer is shown too: what such a protocol can reach at
+// all, when the peer does less (no row, no fence).
 func (rep *Report) peerGoal() string {
 	verdict := "met"
 	var parts []string
@@ -169,7 +170,7 @@ func (rep *Report) peerGoal() string {
 		}
 		part := fmt.Sprintf("%s %s %.2fx%s", r.Subject, goroutines(r.Goroutines), ratio, mark)
 		for _, f := range rep.Results {
-			if f.Workload == W1 && f.Role == Floor && !f.Baseline && f.Protocol == r.Protocol && f.Goroutines == r.Goroutines && f.OK() && r.Protocol == "postgres" {
+			if f.Workload == W1 && f.Role == Floor && !f.Baseline && f.Protocol == r.Protocol && f.Goroutines == r.Goroutines && f.OK() {
 				part += fmt.Sprintf(" (%s: %.2fx)", f.Subject, f.Rate/peer.Rate)
 			}
 		}

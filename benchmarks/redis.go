@@ -91,13 +91,9 @@ func RedisSubjects(addr string, cfg Config) []Subject {
 			Name: "redis raw floor + fence", Protocol: "redis", Role: Floor,
 			Wakeup: "-", Workloads: w1Only, Networked: true,
 			New: func(ctx context.Context, route Route) (Client, error) {
-				c, err := newRedisClient(addr, route)
-				if err != nil {
-					return nil, err
-				}
-				return &rawRedisFence{c: c, ttl: cfg.TTL}, nil
+				return newFencedRedis([]string{addr}, route, cfg.TTL)
 			},
-			Note: "what redislock's protocol needs at least: one script that sets the lock (SET NX PX) and increments a fence counter (INCR), then one that compares, deletes and PUBLISHes the release; 2 round trips",
+			Note: "what redislock's protocol needs at least: " + fencedFloorNote(1),
 		},
 	}
 }
@@ -114,54 +110,6 @@ func newRedisLockClient(addr string, route Route, cfg Config) (*lockerClient, er
 		return nil, err
 	}
 	return &lockerClient{l: l, ttl: cfg.TTL, close: closeBoth(l.Close, c.Close)}, nil
-}
-
-// rawFenceAcquire sets KEYS[1] to ARGV[1] for ARGV[2] ms if it is absent and then
-// increments the fence KEYS[2]; it returns the fence, or 0 when the key is held.
-var rawFenceAcquire = redis.NewScript(`if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return redis.call("INCR", KEYS[2]) end return 0`)
-
-// rawFenceRelease deletes KEYS[1] if it holds ARGV[1] and publishes on ARGV[2].
-var rawFenceRelease = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then redis.call("DEL", KEYS[1]) redis.call("PUBLISH", ARGV[2], "") return 1 end return 0`)
-
-// rawRedisFence is the floor of a fenced lock with a release notification.
-type rawRedisFence struct {
-	c   *redis.Client
-	ttl time.Duration
-}
-
-func (c *rawRedisFence) TryLock(ctx context.Context, key string) (Held, error) {
-	token := distlock.NewToken()
-	tag := "{" + key + "}"
-	f, err := rawFenceAcquire.Run(ctx, c.c, []string{tag + ":lock", tag + ":fence"}, token, c.ttl.Milliseconds()).Int64()
-	if err != nil {
-		return nil, err
-	}
-	if f == 0 {
-		return nil, ErrBusy
-	}
-	return rawRedisFenceHeld{c.c, tag, token}, nil
-}
-
-func (c *rawRedisFence) Lock(ctx context.Context, key string) (Held, error) {
-	return nil, errors.New("the raw floor runs W1 only")
-}
-
-func (c *rawRedisFence) Close() error { return c.c.Close() }
-
-type rawRedisFenceHeld struct {
-	c          *redis.Client
-	tag, token string
-}
-
-func (h rawRedisFenceHeld) Unlock(ctx context.Context) error {
-	n, err := rawFenceRelease.Run(ctx, h.c, []string{h.tag + ":lock"}, h.token, h.tag+":release").Int64()
-	if err != nil {
-		return err
-	}
-	if n != 1 {
-		return errors.New("redis raw floor + fence: the lock was gone")
-	}
-	return nil
 }
 
 // backgroundClient calls its Client with context.Background(), ignoring the
@@ -281,14 +229,44 @@ type bsmHeld struct{ l *bsm.Lock }
 func (h bsmHeld) Unlock(ctx context.Context) error { return h.l.Release(ctx) }
 
 // rawRedis is the floor: SET NX PX to acquire, a compare-and-delete script to
-// release, on every node at once (a quorum of them must answer yes).
+// release, on every node at once (a quorum of them must answer yes). Fenced, it is
+// the fenced floor: a script that SETs NX PX and INCRs the key's counter, and a
+// compare-and-delete that PUBLISHes the release.
 type rawRedis struct {
 	clients []*redis.Client
 	ttl     time.Duration
+	fenced  bool
 }
 
 // rawRelease deletes KEYS[1] if it holds ARGV[1].
 var rawRelease = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
+
+// fencedAcquire sets KEYS[1] to ARGV[1] for ARGV[2] ms if it is free, and then
+// returns the incremented counter KEYS[2] (the fence); 0 if KEYS[1] was held.
+var fencedAcquire = redis.NewScript(`if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return redis.call("INCR", KEYS[2]) end return 0`)
+
+// fencedRelease deletes KEYS[1] if it holds ARGV[1] and publishes the release on
+// channel ARGV[2].
+var fencedRelease = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then redis.call("DEL", KEYS[1]) redis.call("PUBLISH", ARGV[2], ARGV[1]) return 1 end return 0`)
+
+// newFencedRedis returns the fenced floor on the servers at addrs.
+func newFencedRedis(addrs []string, route Route, ttl time.Duration) (*rawRedis, error) {
+	c, err := newRawRedis(addrs, route, ttl)
+	if err != nil {
+		return nil, err
+	}
+	c.fenced = true
+	return c, nil
+}
+
+// fencedFloorNote describes the fenced floor on n servers.
+func fencedFloorNote(n int) string {
+	where := "2 round trips"
+	if n > 1 {
+		where = fmt.Sprintf("on all %d masters in parallel, quorum %d: 2 parallel round trips", n, n/2+1)
+	}
+	return "one script that sets the lock (SET NX PX) and increments a fence counter (INCR), then one that compares, deletes and PUBLISHes the release; " + where
+}
 
 func newRawRedis(addrs []string, route Route, ttl time.Duration) (*rawRedis, error) {
 	c := &rawRedis{ttl: ttl}
@@ -339,6 +317,10 @@ func (c *rawRedis) onAll(f func(*redis.Client) (bool, error)) (int, error) {
 func (c *rawRedis) TryLock(ctx context.Context, key string) (Held, error) {
 	token := distlock.NewToken()
 	n, err := c.onAll(func(rc *redis.Client) (bool, error) {
+		if c.fenced {
+			f, err := fencedAcquire.Run(ctx, rc, []string{key, key + ":fence"}, token, c.ttl.Milliseconds()).Int64()
+			return f > 0, err
+		}
 		return rc.SetNX(ctx, key, token, c.ttl).Result()
 	})
 	h := &rawRedisHeld{c: c, key: key, token: token}
@@ -371,6 +353,10 @@ type rawRedisHeld struct {
 
 func (h *rawRedisHeld) Unlock(ctx context.Context) error {
 	n, err := h.c.onAll(func(rc *redis.Client) (bool, error) {
+		if h.c.fenced {
+			v, err := fencedRelease.Run(ctx, rc, []string{h.key}, h.token, h.key+":released").Int()
+			return v == 1, err
+		}
 		v, err := rawRelease.Run(ctx, rc, []string{h.key}, h.token).Int()
 		return v == 1, err
 	})

@@ -38,6 +38,14 @@ func RedLockSubjects(addrs []string, cfg Config) []Subject {
 			},
 			Note: "SET NX PX on every master in parallel, then a compare-and-delete on every master: 2 parallel round trips, quorum 3 of 5, no fence",
 		},
+		{
+			Name: "redlock raw floor + fence", Protocol: "redlock", Role: Floor,
+			Wakeup: "-", Workloads: w1Only, Networked: true,
+			New: func(ctx context.Context, route Route) (Client, error) {
+				return newFencedRedis(addrs, route, cfg.TTL)
+			},
+			Note: "what a fenced RedLock with release messages needs at least: " + fencedFloorNote(len(addrs)) + " (no fence raise on lagging masters, no restart detection)",
+		},
 	}
 }
 
