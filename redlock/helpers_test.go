@@ -3,6 +3,8 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,4 +118,53 @@ func acquire(ctx context.Context, l *redlock.Locker, key string, ttl time.Durati
 			return lease, start, time.Now(), errors.Join(err, ctx.Err())
 		}
 	}
+}
+
+// herdRounds runs perLocker callers of distlock.Lock on key through each of ls
+// (each holds the key for hold once it has it) while holder holds key with first;
+// once every caller waits it releases first, waits until every caller has taken
+// and released the key, and returns the attempts (phase-1 rounds) per handoff.
+func herdRounds(ctx context.Context, t *testing.T, holder *redlock.Locker, first distlock.Lease, ls []*redlock.Locker, perLocker int, hold time.Duration) float64 {
+	t.Helper()
+	var (
+		counts   []func() int64
+		acquired atomic.Int64
+		wg       sync.WaitGroup
+	)
+	for _, l := range ls {
+		counts = append(counts, l.CountAcquires())
+		for range perLocker {
+			wg.Go(func() {
+				lease, err := distlock.Lock(ctx, l, first.Key, 30*time.Second, nil)
+				if err != nil {
+					t.Errorf("Lock: %v", err)
+					return
+				}
+				acquired.Add(1)
+				time.Sleep(hold) // the critical section, not a synchronisation
+				if err := l.Unlock(ctx, lease); err != nil {
+					t.Errorf("Unlock: %v", err)
+				}
+			})
+		}
+	}
+	rounds := func() (n int64) {
+		for _, c := range counts {
+			n += c()
+		}
+		return n
+	}
+	total := len(ls) * perLocker
+	require.Eventually(t, func() bool {
+		n := 0
+		for _, l := range ls {
+			n += l.Waiting(first.Key)
+		}
+		return n == total
+	}, 30*time.Second, time.Millisecond, "every caller waits")
+	before := rounds()
+	require.NoError(t, holder.Unlock(ctx, first))
+	wg.Wait()
+	require.Equal(t, int64(total), acquired.Load())
+	return float64(rounds()-before) / float64(total)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,16 +30,9 @@ func TestTurnsOneRound(t *testing.T) {
 	holder := newLocker(t, opts)
 	first, err := holder.TryLock(ctx, key, 30*time.Second)
 	require.NoError(t, err)
-	var (
-		ls       []*redlock.Locker
-		counts   []func() int64
-		acquired atomic.Int64
-		wg       sync.WaitGroup
-	)
+	var ls []*redlock.Locker
 	for range lockers {
-		l := newLocker(t, opts)
-		ls = append(ls, l)
-		counts = append(counts, l.CountAcquires())
+		ls = append(ls, newLocker(t, opts))
 	}
 	// A first Wait subscribes each Locker to the key's channel (it stays
 	// subscribed a while), so that the TryLocks of Lock below join the key's turns.
@@ -55,37 +47,7 @@ func TestTurnsOneRound(t *testing.T) {
 		})
 	}
 	warm.Wait()
-	for _, l := range ls {
-		wg.Go(func() {
-			lease, err := distlock.Lock(ctx, l, key, 30*time.Second, nil)
-			if err != nil {
-				t.Errorf("Lock: %v", err)
-				return
-			}
-			acquired.Add(1)
-			if err := l.Unlock(ctx, lease); err != nil {
-				t.Errorf("Unlock: %v", err)
-			}
-		})
-	}
-	rounds := func() (n int64) {
-		for _, c := range counts {
-			n += c()
-		}
-		return n
-	}
-	require.Eventually(t, func() bool {
-		n := 0
-		for _, l := range ls {
-			n += l.Waiting(key)
-		}
-		return n == lockers
-	}, 30*time.Second, time.Millisecond, "every Locker waits")
-	before := rounds()
-	require.NoError(t, holder.Unlock(ctx, first))
-	wg.Wait()
-	require.Equal(t, int64(lockers), acquired.Load())
-	per := float64(rounds()-before) / lockers
+	per := herdRounds(ctx, t, holder, first, ls, 1, 0)
 	t.Logf("%d handoffs among %d Lockers: %.2f rounds per handoff", lockers, lockers, per)
 	require.LessOrEqual(t, per, 2.0)
 }
@@ -102,51 +64,12 @@ func TestTurnsHerd(t *testing.T) {
 	holder := newLocker(t, opts)
 	first, err := holder.TryLock(ctx, key, 30*time.Second)
 	require.NoError(t, err)
-	var (
-		ls       []*redlock.Locker
-		counts   []func() int64
-		acquired atomic.Int64
-		wg       sync.WaitGroup
-	)
+	var ls []*redlock.Locker
 	for range lockers {
-		l := newLocker(t, opts)
-		ls = append(ls, l)
-		counts = append(counts, l.CountAcquires())
-		for range perLocker {
-			wg.Go(func() {
-				lease, err := distlock.Lock(ctx, l, key, 30*time.Second, nil)
-				if err != nil {
-					t.Errorf("Lock: %v", err)
-					return
-				}
-				acquired.Add(1)
-				time.Sleep(hold) // the critical section, not a synchronisation
-				if err := l.Unlock(ctx, lease); err != nil {
-					t.Errorf("Unlock: %v", err)
-				}
-			})
-		}
+		ls = append(ls, newLocker(t, opts))
 	}
-	rounds := func() (n int64) {
-		for _, c := range counts {
-			n += c()
-		}
-		return n
-	}
-	require.Eventually(t, func() bool {
-		n := 0
-		for _, l := range ls {
-			n += l.Waiting(key)
-		}
-		return n == lockers*perLocker
-	}, 30*time.Second, 10*time.Millisecond, "every caller waits")
-	before := rounds()
-	require.NoError(t, holder.Unlock(ctx, first))
-	wg.Wait()
-	total := int64(lockers * perLocker)
-	require.Equal(t, total, acquired.Load())
-	per := float64(rounds()-before) / float64(total)
-	t.Logf("%d handoffs, %.2f rounds per handoff", total, per)
+	per := herdRounds(ctx, t, holder, first, ls, perLocker, hold)
+	t.Logf("%d handoffs, %.2f rounds per handoff", lockers*perLocker, per)
 	// The first release names nobody yet (no Locker had joined the turns: their
 	// first TryLock came before their Waits subscribed), so each Locker tries it;
 	// from then on the Lockers with waiters take turns.
