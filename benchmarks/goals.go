@@ -46,12 +46,16 @@ func (rep *Report) leasesText() string {
 	return fmt.Sprint(rep.Config.W5Leases)
 }
 
-// herdGoal returns the result and numbers cells of the herd's goal.
-func (rep *Report) herdGoal() string {
+// perBackend returns the result and numbers cells of a goal that each of our
+// backends meets or misses on its own in workload w (only those with a Waiter
+// when waiters, and only those include accepts when it is not nil): cell formats one backend's numbers and reports whether they
+// miss the goal; a backend whose cell failed misses it, one not available here
+// is listed and does not.
+func (rep *Report) perBackend(w string, waiters bool, include func(Result) bool, prefix string, cell func(r Result) (string, bool)) string {
 	verdict := "met"
 	var parts []string
 	for _, r := range rep.Results {
-		if r.Workload != W4 || r.Role != Ours || !r.Waiter {
+		if r.Workload != w || r.Role != Ours || (waiters && !r.Waiter) || (include != nil && !include(r)) {
 			continue
 		}
 		if !r.OK() {
@@ -61,52 +65,38 @@ func (rep *Report) herdGoal() string {
 			}
 			continue
 		}
-		mark, servers, per := "", serversOf(r.Protocol), ""
-		if r.P50 > handoffGoal || r.ReqPerOp > herdRequestsGoal*float64(servers) {
-			verdict, mark = "not met", " (over)"
+		text, over := cell(r)
+		if over {
+			verdict, text = "not met", text+" (over)"
 		}
-		if servers > 1 && r.ReqPerOp >= 0 {
-			per = fmt.Sprintf(" (%.1f per master)", r.ReqPerOp/float64(servers))
-		}
-		parts = append(parts, fmt.Sprintf("%s %s, %s req%s%s", r.Subject, dur(r.P50), perOp(r), per, mark))
+		parts = append(parts, r.Subject+" "+text)
 	}
 	if len(parts) == 0 {
 		return "not measured | -"
 	}
-	if rep.partial(W4, true) {
+	if rep.partial(w, waiters) {
 		verdict += " (for the backends measured)"
 	}
-	return verdict + " | gap p50, requests per handoff: " + strings.Join(parts, ", ")
+	return verdict + " | " + prefix + strings.Join(parts, ", ")
+}
+
+// herdGoal returns the result and numbers cells of the herd's goal.
+func (rep *Report) herdGoal() string {
+	return rep.perBackend(W4, true, nil, "gap p50, requests per handoff: ", func(r Result) (string, bool) {
+		servers, per := serversOf(r.Protocol), ""
+		if servers > 1 && r.ReqPerOp >= 0 {
+			per = fmt.Sprintf(" (%.1f per master)", r.ReqPerOp/float64(servers))
+		}
+		return fmt.Sprintf("%s, %s req%s", dur(r.P50), perOp(r), per),
+			r.P50 > handoffGoal || r.ReqPerOp > herdRequestsGoal*float64(servers)
+	})
 }
 
 // leaseGoal returns the result and numbers cells of the memory per lease goal.
 func (rep *Report) leaseGoal() string {
-	verdict := "met"
-	var parts []string
-	for _, r := range rep.Results {
-		if r.Workload != W5 || r.Role != Ours {
-			continue
-		}
-		if !r.OK() {
-			parts = append(parts, fmt.Sprintf("%s %s", r.Subject, status(r)))
-			if r.Unavailable == "" {
-				verdict = "not met"
-			}
-			continue
-		}
-		mark := ""
-		if r.HeapPerLease >= leaseMemoryGoal {
-			verdict, mark = "not met", " (over)"
-		}
-		parts = append(parts, fmt.Sprintf("%s %s%s", r.Subject, bytesPer(r.HeapPerLease), mark))
-	}
-	if len(parts) == 0 {
-		return "not measured | -"
-	}
-	if rep.partial(W5, false) {
-		verdict += " (for the backends measured)"
-	}
-	return verdict + " | heap per lease: " + strings.Join(parts, ", ")
+	return rep.perBackend(W5, false, nil, "heap per lease: ", func(r Result) (string, bool) {
+		return bytesPer(r.HeapPerLease), r.HeapPerLease >= leaseMemoryGoal
+	})
 }
 
 // uncontendedGoal returns the result and numbers cells of goal 1.
@@ -184,60 +174,16 @@ func (rep *Report) peerGoal() string {
 
 // handoffGoal returns the result and numbers cells of goal 2.
 func (rep *Report) handoffGoal() string {
-	verdict := "met"
-	var parts []string
-	for _, r := range rep.Results {
-		if r.Workload != W2 || r.Role != Ours || !r.Waiter {
-			continue
-		}
-		if !r.OK() {
-			parts = append(parts, fmt.Sprintf("%s %s", r.Subject, status(r)))
-			if r.Unavailable == "" {
-				verdict = "not met"
-			}
-			continue
-		}
-		mark := ""
-		if r.P50 > handoffGoal {
-			verdict, mark = "not met", " (over)"
-		}
-		parts = append(parts, fmt.Sprintf("%s %s%s", r.Subject, dur(r.P50), mark))
-	}
-	if len(parts) == 0 {
-		return "not measured | -"
-	}
-	if rep.partial(W2, true) {
-		verdict += " (for the backends measured)"
-	}
-	return verdict + " | " + strings.Join(parts, ", ")
+	return rep.perBackend(W2, true, nil, "", func(r Result) (string, bool) {
+		return dur(r.P50), r.P50 > handoffGoal
+	})
 }
 
-// failoverGoal returns the result and numbers cells of goal 3.
+// failoverGoal returns the result and numbers cells of goal 3, for the backends
+// with a failover bound.
 func (rep *Report) failoverGoal() string {
-	verdict := "met"
-	var parts []string
-	for _, r := range rep.Results {
-		if r.Workload != W3 || r.Role != Ours || r.Bound <= 0 {
-			continue
-		}
-		if !r.OK() {
-			parts = append(parts, fmt.Sprintf("%s %s", r.Subject, status(r)))
-			if r.Unavailable == "" {
-				verdict = "not met"
-			}
-			continue
-		}
-		mark := ""
-		if r.Max > time.Duration(float64(r.Bound)*(1+failoverSlack)) {
-			verdict, mark = "not met", " (over)"
-		}
-		parts = append(parts, fmt.Sprintf("%s %.2f%s", r.Subject, float64(r.Max)/float64(r.Bound), mark))
-	}
-	if len(parts) == 0 {
-		return "not measured | -"
-	}
-	if rep.partial(W3, false) {
-		verdict += " (for the backends measured)"
-	}
-	return verdict + " | worst failover / bound: " + strings.Join(parts, ", ")
+	return rep.perBackend(W3, false, func(r Result) bool { return r.Bound > 0 }, "worst failover / bound: ", func(r Result) (string, bool) {
+		return fmt.Sprintf("%.2f", float64(r.Max)/float64(r.Bound)),
+			r.Max > time.Duration(float64(r.Bound)*(1+failoverSlack))
+	})
 }
