@@ -124,7 +124,9 @@ func (l *Locker) Close() error {
 	l.calls.Close() // the Waits, which need the listener
 	l.waiters.Close()
 	l.ln.close()
-	return l.core.Close()
+	err := l.core.Close()
+	l.d.batches.Wait() // their callers have all returned: each batch's context has ended
+	return err
 }
 
 // TryLock makes one attempt to acquire key for ttl; see sqllock.Locker.TryLock.
