@@ -153,7 +153,7 @@ func TestBatchExclusion(t *testing.T) {
 func TestBatchCallerLeaves(t *testing.T) {
 	var stmts counter
 	l, _ := countedLocker(t, "batch_leave", 4, &stmts)
-	l.d.acq.max = 1 // one statement in flight: the others queue
+	l.d.acq.max, l.d.acq.stall = 1, time.Hour // one statement in flight: the others queue
 	admin := newPool(t, "")
 	prefix := "batch-leave-" + distlock.NewToken()[:8] + "-"
 	first, c, d, e := prefix+"first", prefix+"c", prefix+"d", prefix+"e"
@@ -232,4 +232,56 @@ WHERE wait_event_type = 'Lock' AND query LIKE $1`, query).Scan(&got)
 	require.NoError(t, err)
 	require.NoError(t, l.Unlock(sqltest.OpCtx(t), lease))
 	require.NoError(t, l.Unlock(sqltest.OpCtx(t), r.lease))
+}
+
+// TestBatchStall: a TryLock whose statement waits for a row (locked by a long
+// transaction) holds up the Locker's other TryLocks only for stallAfter: they
+// then go without it.
+func TestBatchStall(t *testing.T) {
+	var stmts counter
+	l, _ := countedLocker(t, "batch_stall", 4, &stmts)
+	admin := newPool(t, "")
+	prefix := "batch-stall-" + distlock.NewToken()[:8] + "-"
+	stuck, other := prefix+"stuck", prefix+"other"
+	for _, k := range []string{stuck, other} { // the rows exist
+		lease, err := l.TryLock(sqltest.OpCtx(t), k, time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(sqltest.OpCtx(t), lease))
+	}
+	tx, err := admin.Begin(sqltest.OpCtx(t))
+	require.NoError(t, err)
+	defer tx.Rollback(context.Background())
+	_, err = tx.Exec(sqltest.OpCtx(t), `SELECT 1 FROM batch_stall WHERE key_hash = $1 FOR UPDATE`, row(stuck).Hash)
+	require.NoError(t, err)
+
+	stuckDone := make(chan error, 1)
+	go func() {
+		lease, err := l.TryLock(sqltest.OpCtx(t), stuck, time.Minute)
+		if err == nil {
+			err = l.Unlock(sqltest.OpCtx(t), lease)
+		}
+		stuckDone <- err
+	}()
+	require.Eventually(t, func() bool {
+		var n int
+		err := admin.QueryRow(sqltest.OpCtx(t), `SELECT count(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND query LIKE 'WITH u AS%'`).Scan(&n)
+		require.NoError(t, err)
+		return n == 1
+	}, 10*time.Second, 5*time.Millisecond)
+
+	ctx, cancel := context.WithTimeout(sqltest.OpCtx(t), 5*time.Second)
+	defer cancel()
+	for range 3 {
+		lease, err := l.TryLock(ctx, other, time.Minute)
+		require.NoError(t, err, "a TryLock of another key behind one that waits for its row")
+		require.NoError(t, l.Unlock(ctx, lease))
+	}
+	select {
+	case err := <-stuckDone:
+		t.Fatalf("the TryLock of the locked row returned before its row was free: %v", err)
+	default:
+	}
+	require.NoError(t, tx.Commit(sqltest.OpCtx(t)))
+	require.NoError(t, <-stuckDone)
 }

@@ -197,8 +197,8 @@ type dialect struct {
 func newDialect(pool *pgxpool.Pool, owner, table string) *dialect {
 	sql := newStatements(table)
 	d := &dialect{pool: pool, owner: owner, sql: sql, table: sql.tableID}
-	d.acq = flights{run: d.acquireBatch, max: maxFlights, wg: &d.batches}
-	d.rel = flights{run: d.releaseBatch, max: maxFlights, wg: &d.batches}
+	d.acq = flights{run: d.acquireBatch, max: maxFlights, stall: stallAfter, wg: &d.batches}
+	d.rel = flights{run: d.releaseBatch, max: maxFlights, stall: stallAfter, wg: &d.batches}
 	return d
 }
 
@@ -252,11 +252,11 @@ func (d *dialect) exec(ctx context.Context, q string) error {
 
 func (d *dialect) Acquire(ctx context.Context, r sqllock.Row, ttl time.Duration) (int64, bool, sqllock.Session, error) {
 	args := rowArgs{hash: r.Hash, key: r.Key, token: r.Token, us: calls.Micros(ttl)}
-	c, alone := d.acq.enter(ctx, args)
+	s, c := d.acq.enter(ctx, args)
 	var res result
-	if alone {
+	if s != nil {
 		res = d.acquireAlone(ctx, args)
-		d.acq.leave()
+		s.leave()
 	} else {
 		var ok, queued bool
 		if res, ok, queued = d.acq.wait(ctx, c); !ok {
@@ -493,9 +493,9 @@ func (d *dialect) RenewBatch(ctx context.Context, rs []sqllock.Row, ttls []time.
 
 func (d *dialect) Release(ctx context.Context, r sqllock.Row) (bool, error) {
 	args := rowArgs{hash: r.Hash, key: r.Key, token: r.Token}
-	c, alone := d.rel.enter(ctx, args)
-	if alone {
-		defer d.rel.leave()
+	s, c := d.rel.enter(ctx, args)
+	if s != nil {
+		defer s.leave()
 		return d.releaseOn(ctx, d.pool, args)
 	}
 	res, ok, _ := d.rel.wait(ctx, c)
