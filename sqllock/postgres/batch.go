@@ -37,15 +37,6 @@ const (
 	maxBatch   = 256
 )
 
-// While extraFlights more statements are in flight than maxFlights, a queue of
-// extraBatch calls goes at once instead of waiting for a statement to end: when
-// the round trip is slow (a loaded machine) the calls wait less, and each
-// statement still carries several rows.
-const (
-	extraFlights = 3
-	extraBatch   = 4
-)
-
 // A call is one TryLock's acquire or one Unlock's release, queued for a batch.
 type call struct {
 	ctx context.Context
@@ -79,8 +70,6 @@ type flights struct {
 
 	max   int           // statements in flight at most: maxFlights
 	stall time.Duration // stallAfter
-	extra int           // extraFlights
-	batch int           // extraBatch
 
 	mu    sync.Mutex
 	busy  int
@@ -129,7 +118,6 @@ func (f *flights) enter(ctx context.Context, r rowArgs) (*slot, *call) {
 	}
 	c := &call{ctx: ctx, r: r, done: make(chan struct{})}
 	f.queue = append(f.queue, c)
-	f.next()
 	return nil, c
 }
 
@@ -151,7 +139,7 @@ func (s *slot) leave() {
 // share a batch; TryLocks of one key may (one of them wins, the others find the
 // key held).
 func (f *flights) next() {
-	for len(f.queue) > 0 && (f.busy < f.max || f.busy < f.max+f.extra && len(f.queue) >= f.batch) {
+	for f.busy < f.max && len(f.queue) > 0 {
 		var batch, rest []*call
 		for _, c := range f.queue {
 			if len(batch) < maxBatch && !slices.ContainsFunc(batch, func(b *call) bool {

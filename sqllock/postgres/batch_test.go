@@ -153,7 +153,7 @@ func TestBatchExclusion(t *testing.T) {
 func TestBatchCallerLeaves(t *testing.T) {
 	var stmts counter
 	l, _ := countedLocker(t, "batch_leave", 4, &stmts)
-	l.d.acq.max, l.d.acq.stall, l.d.acq.extra = 1, time.Hour, 0 // one statement in flight: the others queue
+	l.d.acq.max, l.d.acq.stall = 1, time.Hour // one statement in flight: the others queue
 	admin := newPool(t, "")
 	prefix := "batch-leave-" + distlock.NewToken()[:8] + "-"
 	first, c, d, e := prefix+"first", prefix+"c", prefix+"d", prefix+"e"

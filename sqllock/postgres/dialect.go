@@ -197,8 +197,8 @@ type dialect struct {
 func newDialect(pool *pgxpool.Pool, owner, table string) *dialect {
 	sql := newStatements(table)
 	d := &dialect{pool: pool, owner: owner, sql: sql, table: sql.tableID}
-	d.acq = flights{run: d.acquireBatch, max: maxFlights, stall: stallAfter, extra: extraFlights, batch: extraBatch, wg: &d.batches}
-	d.rel = flights{run: d.releaseBatch, max: maxFlights, stall: stallAfter, extra: extraFlights, batch: extraBatch, wg: &d.batches}
+	d.acq = flights{run: d.acquireBatch, max: maxFlights, stall: stallAfter, wg: &d.batches}
+	d.rel = flights{run: d.releaseBatch, max: maxFlights, stall: stallAfter, wg: &d.batches}
 	return d
 }
 
