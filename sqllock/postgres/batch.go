@@ -25,14 +25,18 @@ import (
 // one statement, one transaction and one wakeup per batch instead of one per call.
 
 // maxFlights is the number of a Locker's acquire (and, apart, release) statements
-// in flight at once: 1 spent the least CPU per TryLock+Unlock pair at 16
-// goroutines (client and server together, 2 CPUs; 2 spent about 1.6 times as
-// much, 4 and 8 more). A statement in flight for longer than stallAfter (a row
-// lock held by a long transaction, a slow link) stops counting, so that it holds
-// up the Locker's other calls no longer than that. maxBatch bounds the rows of
-// one batch.
+// in flight at once. With 1, a pair spent the least CPU at 16 goroutines (client
+// and server together, 2 CPUs: 86-110 us against 163-186 us with 2, 230-500 with
+// 4, 300-365 with 8, and 425-470 us on the code before batching; the advisory
+// lock 120-139 us), but on the loaded machine of the matrix the calls then wait
+// for slow round trips: there 2 did better (W1 at 16 goroutines 0.36-1.43x the
+// advisory lock, median 0.48, against 0.27-0.55 with 1; before batching
+// 0.31-0.76, median 0.40). A statement in flight for longer than stallAfter (a
+// row lock held by a long transaction, a slow link) stops counting, so that it
+// holds up the Locker's other calls no longer than that. maxBatch bounds the rows
+// of one batch.
 const (
-	maxFlights = 1
+	maxFlights = 2
 	stallAfter = 20 * time.Millisecond
 	maxBatch   = 256
 )
