@@ -178,8 +178,10 @@ func (f *flights) runBatch(batch []*call) {
 		})
 		defer stop()
 	}
-	// Sorted by key_hash, so that the rows are locked in one order by every
-	// batch (when the plan runs through the arrays in their order).
+	// Sorted by key_hash: the TryLocks of one key are neighbours (wonInBatch),
+	// and a plan that runs through the arrays in their order locks the rows in
+	// one order in every batch (the statements look the rows up by key_hash =
+	// ANY, which takes them in one order too).
 	slices.SortFunc(batch, func(a, b *call) int { return bytes.Compare(a.r.hash, b.r.hash) })
 	f.run(ctx, batch)
 	for _, c := range batch {
