@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/distlock/distlock/sqllock"
@@ -30,6 +32,7 @@ const heldSetting = "distlock.held"
 type statements struct {
 	create, highWater                    []string // the DDL: CREATE TABLE; INSERT of the high-water row
 	acquire, insert, renew, release      string
+	acquireBatch, releaseBatch           string
 	inspect                              string
 	renewBatch                           string
 	candidates, pruneLock, prune, listen string
@@ -106,6 +109,37 @@ SELECT COALESCE((SELECT fence FROM u), CASE current_setting('` + heldSetting + `
 	RETURNING fence
 )
 SELECT fence FROM u UNION ALL SELECT fence FROM i`,
+		// acquire of many rows (distinct key_hash, sorted), each as in acquire:
+		// the fence of each row it took over; of the others, 0 when the
+		// statement's snapshot has the key's row unexpired (held), -1 when it has
+		// none, or an expired one that the UPDATE did not take (a concurrent
+		// acquire took it meanwhile): then insert decides, for that row alone.
+		// key_hash = ANY($1) makes the plan look the rows up by the primary key
+		// (in key_hash order) whatever the table's statistics say (with few
+		// unexpired rows the planner would scan the table), and the held rows are
+		// looked up by a scalar subquery, which is never hashed into a scan of the
+		// table.
+		acquireBatch: `WITH v AS (
+	SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::bigint[]) WITH ORDINALITY AS v(h, k, tok, us, i)
+), u AS (
+	UPDATE ` + t + ` AS t SET token = v.tok, fence = t.fence + 1,
+		expires_at = CURRENT_TIMESTAMP + v.us * interval '1 microsecond', owner = $5
+	FROM v
+	WHERE t.key_hash = ANY($1::bytea[]) AND t.key_hash = v.h AND t.lock_key = v.k AND t.expires_at <= CURRENT_TIMESTAMP
+	RETURNING v.i, t.fence
+)
+SELECT v.i, COALESCE(u.fence,
+	(SELECT 0::bigint FROM ` + t + ` k WHERE k.key_hash = v.h AND k.lock_key = v.k AND k.expires_at > CURRENT_TIMESTAMP),
+	-1)
+FROM v LEFT JOIN u ON u.i = v.i`,
+		// release of many rows (no two with the same key_hash and token), each as
+		// in release, returning the index of each released one; ANY($1) as in
+		// acquireBatch.
+		releaseBatch: `UPDATE ` + t + ` AS t SET expires_at = CURRENT_TIMESTAMP
+FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::int4[]) WITH ORDINALITY AS v(h, k, tok, kid, i)
+WHERE t.key_hash = ANY($1::bytea[]) AND t.key_hash = v.h AND t.lock_key = v.k AND t.token = v.tok AND t.expires_at > CURRENT_TIMESTAMP
+	AND (pg_try_advisory_xact_lock($5::int4, v.kid) OR pg_notify('` + channel + `', encode(v.h, 'hex')) IS NOT NULL)
+RETURNING v.i`,
 		// GREATEST: a renewal never moves the expiry earlier (a shorter ttl whose
 		// reply is lost must not cut the lease under its holder's old Expires).
 		renew: `UPDATE ` + t + ` SET expires_at = GREATEST(expires_at, now() + $4::bigint * interval '1 microsecond')
@@ -154,11 +188,18 @@ type dialect struct {
 	owner any // string, boxed once: a statement's arguments are interfaces
 	sql   statements
 	table any // sql.tableID, boxed once
+
+	acq, rel flights        // the acquires and the releases in flight (batch.go)
+	batches  sync.WaitGroup // their batches' goroutines
+	gaveUp   handles        // acquires whose callers left while their batch ran
 }
 
 func newDialect(pool *pgxpool.Pool, owner, table string) *dialect {
 	sql := newStatements(table)
-	return &dialect{pool: pool, owner: owner, sql: sql, table: sql.tableID}
+	d := &dialect{pool: pool, owner: owner, sql: sql, table: sql.tableID}
+	d.acq = flights{run: d.acquireBatch, max: maxFlights, stall: stallAfter, wg: &d.batches}
+	d.rel = flights{run: d.releaseBatch, max: maxFlights, stall: stallAfter, wg: &d.batches}
+	return d
 }
 
 var (
@@ -210,40 +251,167 @@ func (d *dialect) exec(ctx context.Context, q string) error {
 }
 
 func (d *dialect) Acquire(ctx context.Context, r sqllock.Row, ttl time.Duration) (int64, bool, sqllock.Session, error) {
+	args := rowArgs{hash: r.Hash, key: r.Key, token: r.Token, us: calls.Micros(ttl)}
+	s, c := d.acq.enter(ctx, args)
+	var res result
+	if s != nil {
+		res = d.acquireAlone(ctx, args)
+		s.leave()
+	} else {
+		var ok, queued bool
+		if res, ok, queued = d.acq.wait(ctx, c); !ok {
+			if queued {
+				return 0, false, sqllock.Session{}, sqllock.NotSent(ctx.Err())
+			}
+			// The batch may still take the row: the cleanup's EndSession waits
+			// for the batch (ending its session only if its outcome is unknown),
+			// then the row is released.
+			return 0, false, d.gaveUp.add(c), ctx.Err()
+		}
+	}
+	switch {
+	case res.err != nil:
+		return 0, false, res.sess, res.err
+	case res.fence > 0:
+		return res.fence, true, res.sess, nil
+	}
+	return 0, false, res.sess, nil // held
+}
+
+// acquireAlone runs the acquire of one row on a connection of its own.
+func (d *dialect) acquireAlone(ctx context.Context, r rowArgs) result {
 	c, err := d.pool.Acquire(ctx)
 	if err != nil {
-		return 0, false, sqllock.Session{}, sqllock.NotSent(err)
+		return result{err: sqllock.NotSent(err), known: true}
 	}
 	defer c.Release()
 	sess, err := d.session(ctx, c)
 	if err != nil {
-		return 0, false, sqllock.Session{}, sqllock.NotSent(err)
+		return result{err: sqllock.NotSent(err), known: true}
 	}
+	res := d.acquireOn(ctx, c, r)
+	res.sess = sess
+	return res
+}
+
+// acquireOn runs the acquire of one row on c.
+func (d *dialect) acquireOn(ctx context.Context, c *pgxpool.Conn, r rowArgs) result {
 	// One interface value for both uses of the token, and a non-NULL result:
 	// each saves a client allocation.
-	tok := any(r.Token)
-	us := calls.Micros(ttl)
+	tok := any(r.token)
 	var got int64
-	err = c.QueryRow(ctx, d.sql.acquire, r.Hash, r.Key, tok, pgtype.Interval{Microseconds: us, Valid: true}, d.owner, tok).Scan(&got)
+	err := c.QueryRow(ctx, d.sql.acquire, r.hash, r.key, tok, pgtype.Interval{Microseconds: r.us, Valid: true}, d.owner, tok).Scan(&got)
 	switch {
 	case err != nil:
-		return 0, false, sess, err
-	case got > 0:
-		return got, true, sess, nil
-	case got == 0:
-		return 0, false, sess, nil // held
+		return result{err: err, known: d.Definite(err)}
+	case got >= 0:
+		return result{fence: got, known: true} // won, or held (0)
 	}
 	// No row (the key's first acquire, or Prune deleted it meanwhile): insert
 	// decides.
+	return d.insertOn(ctx, c, r)
+}
+
+// insertOn runs insert, the whole acquire of one row, on c.
+func (d *dialect) insertOn(ctx context.Context, c *pgxpool.Conn, r rowArgs) result {
 	var fence int64
-	err = c.QueryRow(ctx, d.sql.insert, r.Hash, r.Key, r.Token, us, d.owner).Scan(&fence)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, false, sess, nil
+	err := c.QueryRow(ctx, d.sql.insert, r.hash, r.key, r.token, r.us, d.owner).Scan(&fence)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return result{known: true} // held
+	case err != nil:
+		return result{err: err, known: d.Definite(err)}
 	}
+	return result{fence: fence, known: true}
+}
+
+// acquireBatch runs the acquires of cs (sorted by key_hash, no two of one key) in
+// one statement: their rows are taken in one transaction. When the database
+// rejects the statement (which then had no effect), each runs alone.
+func (d *dialect) acquireBatch(ctx context.Context, cs []*call) {
+	c, err := d.pool.Acquire(ctx)
 	if err != nil {
-		return 0, false, sess, err
+		setAll(cs, result{err: sqllock.NotSent(err), known: true})
+		return
 	}
-	return fence, true, sess, nil
+	defer c.Release()
+	sess, err := d.session(ctx, c)
+	if err != nil {
+		setAll(cs, result{err: sqllock.NotSent(err), known: true})
+		return
+	}
+	each := func(run func(*call) result) {
+		for _, x := range cs {
+			x.res = run(x)
+			x.res.sess = sess
+		}
+	}
+	if len(cs) == 1 {
+		each(func(x *call) result { return d.acquireOn(ctx, c, x.r) })
+		return
+	}
+	hs, ks, ts := make([][]byte, len(cs)), make([][]byte, len(cs)), make([][]byte, len(cs))
+	us := make([]int64, len(cs))
+	for i, x := range cs {
+		hs[i], ks[i], ts[i], us[i] = x.r.hash, x.r.key, x.r.token, x.r.us
+	}
+	fences := make([]int64, len(cs))
+	seen := 0
+	rows, err := c.Query(ctx, d.sql.acquireBatch, hs, ks, ts, us, d.owner)
+	if err == nil {
+		var i, fence int64
+		_, err = pgx.ForEachRow(rows, []any{&i, &fence}, func() error {
+			if i < 1 || i > int64(len(cs)) {
+				return fmt.Errorf("acquire: the database returned row %d of %d", i, len(cs))
+			}
+			fences[i-1] = fence
+			seen++
+			return nil
+		})
+		if err == nil && seen != len(cs) {
+			err = fmt.Errorf("acquire: the database returned %d rows for %d", seen, len(cs))
+		}
+	}
+	switch {
+	case err != nil && d.Definite(err):
+		each(func(x *call) result { return d.acquireOn(ctx, c, x.r) })
+	case err != nil:
+		setAll(cs, result{err: err, sess: sess})
+	default:
+		for i, x := range cs {
+			switch f := fences[i]; {
+			case f >= 0:
+				x.res = result{fence: f, known: true, sess: sess}
+			case wonInBatch(cs, fences, i):
+				// Another TryLock of the key took its row in this statement,
+				// which has committed: this one, as concurrent, finds it held.
+				x.res = result{known: true, sess: sess}
+			default:
+				x.res = d.insertOn(ctx, c, x.r)
+				x.res.sess = sess
+			}
+		}
+	}
+}
+
+// wonInBatch reports whether a call of cs other than cs[i], for the same key,
+// took its row (cs is sorted by key_hash).
+func wonInBatch(cs []*call, fences []int64, i int) bool {
+	for _, dir := range []int{-1, 1} {
+		for j := i + dir; j >= 0 && j < len(cs) && bytes.Equal(cs[j].r.hash, cs[i].r.hash); j += dir {
+			if fences[j] > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// setAll gives every call of cs the result res.
+func setAll(cs []*call, res result) {
+	for _, x := range cs {
+		x.res = res
+	}
 }
 
 // session returns the session of c, asked once per connection and kept in its
@@ -271,6 +439,9 @@ func (d *dialect) session(ctx context.Context, c *pgxpool.Conn) (sqllock.Session
 }
 
 func (d *dialect) EndSession(ctx context.Context, s sqllock.Session) error {
+	if s.ID < 0 {
+		return d.endBatch(ctx, s)
+	}
 	var ended bool
 	err := d.pool.QueryRow(ctx, endSQL, int32(s.ID), s.Start, int64(endWaitMS)).Scan(&ended)
 	var pe *pgconn.PgError
@@ -321,11 +492,72 @@ func (d *dialect) RenewBatch(ctx context.Context, rs []sqllock.Row, ttls []time.
 }
 
 func (d *dialect) Release(ctx context.Context, r sqllock.Row) (bool, error) {
-	tag, err := d.pool.Exec(ctx, d.sql.release, r.Hash, r.Key, r.Token, d.table, keyID(r.Hash))
+	args := rowArgs{hash: r.Hash, key: r.Key, token: r.Token}
+	s, c := d.rel.enter(ctx, args)
+	if s != nil {
+		defer s.leave()
+		return d.releaseOn(ctx, d.pool, args)
+	}
+	res, ok, _ := d.rel.wait(ctx, c)
+	if !ok {
+		return false, ctx.Err()
+	}
+	return res.ok, res.err
+}
+
+// execer is a pool or a connection.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// releaseOn runs the release of one row with e.
+func (d *dialect) releaseOn(ctx context.Context, e execer, r rowArgs) (bool, error) {
+	tag, err := e.Exec(ctx, d.sql.release, r.hash, r.key, r.token, d.table, keyID(r.hash))
 	if err != nil {
 		return false, err
 	}
 	return tag.RowsAffected() == 1, nil
+}
+
+// releaseBatch runs the releases of cs (sorted by key_hash, no two of one row) in
+// one statement; when the database rejects it (no effect), each runs alone.
+func (d *dialect) releaseBatch(ctx context.Context, cs []*call) {
+	each := func() {
+		for _, x := range cs {
+			x.res.ok, x.res.err = d.releaseOn(ctx, d.pool, x.r)
+		}
+	}
+	if len(cs) == 1 {
+		each()
+		return
+	}
+	hs, ks, ts := make([][]byte, len(cs)), make([][]byte, len(cs)), make([][]byte, len(cs))
+	kids := make([]int32, len(cs))
+	for i, x := range cs {
+		hs[i], ks[i], ts[i], kids[i] = x.r.hash, x.r.key, x.r.token, keyID(x.r.hash)
+	}
+	released := make([]bool, len(cs))
+	rows, err := d.pool.Query(ctx, d.sql.releaseBatch, hs, ks, ts, kids, d.table)
+	if err == nil {
+		var i int64
+		_, err = pgx.ForEachRow(rows, []any{&i}, func() error {
+			if i < 1 || i > int64(len(cs)) {
+				return fmt.Errorf("release: the database returned row %d of %d", i, len(cs))
+			}
+			released[i-1] = true
+			return nil
+		})
+	}
+	switch {
+	case err != nil && d.Definite(err):
+		each()
+	case err != nil:
+		setAll(cs, result{err: err})
+	default:
+		for i, x := range cs {
+			x.res = result{ok: released[i], known: true}
+		}
+	}
 }
 
 func (d *dialect) Inspect(ctx context.Context, r sqllock.Row) (sqllock.RowState, bool, error) {

@@ -31,6 +31,25 @@
 // could share a (t, k) pair: that only costs a spurious notification, or makes its
 // exclusive lock wait while a Wait is registered.
 //
+// # Concurrent calls
+//
+// A Locker sends at most two acquire statements at a time (and, apart, two
+// release statements): the TryLocks that come while both are in flight queue,
+// and go together as the next statement, an UPDATE over arrays of their rows (unnest),
+// one round trip and one commit for all of them; Unlocks likewise. Each caller
+// gets its own row's result: its own fence, ErrLocked, or ErrNotHeld. The rows are
+// looked up by the primary key in key_hash order, so that batches of several
+// Lockers lock rows in one order; a batch that the database rejects (a deadlock,
+// a serialization failure: it had no effect) runs each row alone. A statement in
+// flight for longer than 20ms (one that waits for a row lock) stops counting, so
+// that it holds up the Locker's other calls no longer than that. A caller whose
+// context ends returns at once; the batch goes on for the others (its context
+// ends only when every caller's has), and when it may have taken the leaving
+// caller's row, the clean-up below waits for the batch to end (and ends its
+// session when its outcome is unknown) before it releases the row. A lone caller
+// runs its own statement on its own context, as before. Lease.Expires counts from
+// before the call queued.
+//
 // # Abandoned acquires
 //
 // The Locker names each pooled connection's session by its pid and backend_start

@@ -1,0 +1,287 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/sqllock"
+	"github.com/distlock/distlock/sqllock/internal/sqltest"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+)
+
+// countedLocker returns a Locker on a pool of at most conns connections whose
+// statements stmts counts.
+func countedLocker(t *testing.T, table string, conns int32, stmts *counter) (*Locker, *pgxpool.Pool) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(pgSrv.URL)
+	require.NoError(t, err)
+	cfg.ConnConfig.Tracer = stmts
+	cfg.MaxConns = conns
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	l, err := New(sqltest.OpCtx(t), pool, &sqllock.Options{Table: table})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	return l, pool
+}
+
+// TestBatchStatements: 16 goroutines that share a Locker, each taking and
+// releasing a key of its own, share statements: the TryLocks and the Unlocks that
+// come while the Locker's statements are in flight go as one statement each, so
+// that a pair costs well under the 2 statements of a lone caller (the old code
+// sent 2 per pair whatever the concurrency). One connection makes the queue
+// certain.
+func TestBatchStatements(t *testing.T) {
+	const goroutines, pairs = 16, 40
+	var stmts counter
+	l, _ := countedLocker(t, "batch_stmts", 1, &stmts)
+	prefix := "batch-stmts-" + distlock.NewToken()[:8] + "-"
+	run := func(n int) {
+		var wg sync.WaitGroup
+		for g := range goroutines {
+			key := prefix + fmt.Sprint(g)
+			wg.Go(func() {
+				for range n {
+					lease, err := l.TryLock(sqltest.OpCtx(t), key, time.Minute)
+					if !assertNoError(t, err) {
+						return
+					}
+					assertNoError(t, l.Unlock(sqltest.OpCtx(t), lease))
+				}
+			})
+		}
+		wg.Wait()
+	}
+	run(1) // the rows exist, the session is named
+	before := stmts.n.Load()
+	run(pairs)
+	sent := stmts.n.Load() - before
+	perPair := float64(sent) / float64(goroutines*pairs)
+	t.Logf("%d statements for %d pairs: %.2f a pair", sent, goroutines*pairs, perPair)
+	require.Less(t, perPair, 1.0, "statements per TryLock+Unlock pair of 16 concurrent callers")
+}
+
+func assertNoError(t *testing.T, err error) bool {
+	t.Helper()
+	if err != nil {
+		t.Error(err)
+		return false
+	}
+	return true
+}
+
+// TestBatchExclusion: callers of two Lockers (so that batches of both run at
+// once) contend for a few keys: no two leases of a key overlap, each
+// acquisition's fence is above every earlier one of its key, and every Unlock of
+// a lease still held succeeds.
+func TestBatchExclusion(t *testing.T) {
+	const keys, perKey, rounds = 4, 8, 30
+	var stmts counter
+	ls := []*Locker{}
+	for range 2 {
+		l, _ := countedLocker(t, "batch_excl", 2, &stmts)
+		ls = append(ls, l)
+	}
+	prefix := "batch-excl-" + distlock.NewToken()[:8] + "-"
+	type keyState struct {
+		mu    sync.Mutex
+		held  bool
+		fence uint64
+		won   int
+	}
+	states := make([]*keyState, keys)
+	for i := range states {
+		states[i] = &keyState{}
+	}
+	var wg sync.WaitGroup
+	var locked atomic.Int64
+	for k := range keys {
+		for c := range perKey {
+			l := ls[c%len(ls)]
+			key, st := prefix+fmt.Sprint(k), states[k]
+			wg.Go(func() {
+				for range rounds {
+					lease, err := l.TryLock(sqltest.OpCtx(t), key, time.Minute)
+					if errors.Is(err, distlock.ErrLocked) {
+						locked.Add(1)
+						continue
+					}
+					if !assertNoError(t, err) {
+						return
+					}
+					st.mu.Lock()
+					if st.held {
+						t.Errorf("key %s: two leases at once (fence %d)", key, lease.Fence)
+					}
+					if lease.Fence <= st.fence {
+						t.Errorf("key %s: fence %d after %d", key, lease.Fence, st.fence)
+					}
+					st.held, st.fence = true, lease.Fence
+					st.won++
+					st.mu.Unlock()
+
+					st.mu.Lock()
+					st.held = false
+					st.mu.Unlock()
+					// Released in the test's books first: the next lease may come
+					// as soon as the row is.
+					assertNoError(t, l.Unlock(sqltest.OpCtx(t), lease))
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for k, st := range states {
+		require.Positive(t, st.won, "key %d was never acquired", k)
+	}
+	require.Positive(t, locked.Load(), "no TryLock found a key held: no contention")
+}
+
+// TestBatchCallerLeaves: a TryLock whose context ends while its batch waits for a
+// row returns at once, with an error that is not ErrLocked; the batch goes on for
+// the other callers, who get their leases; the row the leaver's statement took is
+// released soon after (by the cleanup, which waited for the batch), not at its
+// ttl.
+func TestBatchCallerLeaves(t *testing.T) {
+	var stmts counter
+	l, _ := countedLocker(t, "batch_leave", 4, &stmts)
+	l.d.acq.max, l.d.acq.stall = 1, time.Hour // one statement in flight: the others queue
+	admin := newPool(t, "")
+	prefix := "batch-leave-" + distlock.NewToken()[:8] + "-"
+	first, c, d, e := prefix+"first", prefix+"c", prefix+"d", prefix+"e"
+	for _, k := range []string{first, c, d, e} { // the rows exist
+		lease, err := l.TryLock(sqltest.OpCtx(t), k, time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(sqltest.OpCtx(t), lease))
+	}
+	lockRows := func(keys ...string) func() {
+		tx, err := admin.Begin(sqltest.OpCtx(t))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+		for _, k := range keys {
+			_, err := tx.Exec(sqltest.OpCtx(t), `SELECT 1 FROM batch_leave WHERE key_hash = $1 FOR UPDATE`, row(k).Hash)
+			require.NoError(t, err)
+		}
+		return func() { require.NoError(t, tx.Commit(sqltest.OpCtx(t))) }
+	}
+	commitFirst := lockRows(first)
+	commitRest := lockRows(c, d, e)
+
+	type result struct {
+		lease distlock.Lease
+		err   error
+	}
+	try := func(ctx context.Context, key string) chan result {
+		ch := make(chan result, 1)
+		go func() {
+			lease, err := l.TryLock(ctx, key, time.Hour)
+			ch <- result{lease, err}
+		}()
+		return ch
+	}
+	waiting := func(query string, n int) func() bool {
+		return func() bool {
+			var got int
+			err := admin.QueryRow(sqltest.OpCtx(t), `SELECT count(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND query LIKE $1`, query).Scan(&got)
+			require.NoError(t, err)
+			return got == n
+		}
+	}
+	firstDone := try(sqltest.OpCtx(t), first)
+	require.Eventually(t, waiting("WITH u AS%", 1), 10*time.Second, 5*time.Millisecond) // alone
+	cctx, cancel := context.WithCancel(sqltest.OpCtx(t))
+	defer cancel()
+	cDone := try(cctx, c)
+	dDone, eDone := try(sqltest.OpCtx(t), d), try(sqltest.OpCtx(t), e)
+	require.Eventually(t, func() bool { return l.d.acq.queued() == 3 }, 10*time.Second, time.Millisecond)
+	commitFirst()
+	r := <-firstDone
+	require.NoError(t, r.err)
+	require.Eventually(t, waiting("WITH v AS%", 1), 10*time.Second, 5*time.Millisecond) // the batch of 3
+
+	cancel()
+	select {
+	case r := <-cDone:
+		require.Error(t, r.err)
+		require.NotErrorIs(t, r.err, distlock.ErrLocked)
+		require.ErrorIs(t, r.err, context.Canceled)
+	case <-time.After(5 * time.Second):
+		t.Fatal("TryLock did not return when its context ended")
+	}
+	commitRest()
+	for _, ch := range []chan result{dDone, eDone} {
+		r := <-ch
+		require.NoError(t, r.err)
+		require.NoError(t, l.Unlock(sqltest.OpCtx(t), r.lease))
+	}
+	// The batch took c's row for the caller who left; the cleanup releases it.
+	require.Eventually(t, func() bool {
+		_, err := l.Inspect(sqltest.OpCtx(t), c)
+		return errors.Is(err, distlock.ErrNotHeld)
+	}, 10*time.Second, 10*time.Millisecond)
+	lease, err := l.TryLock(sqltest.OpCtx(t), c, time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(sqltest.OpCtx(t), lease))
+	require.NoError(t, l.Unlock(sqltest.OpCtx(t), r.lease))
+}
+
+// TestBatchStall: a TryLock whose statement waits for a row (locked by a long
+// transaction) holds up the Locker's other TryLocks only for stallAfter: they
+// then go without it.
+func TestBatchStall(t *testing.T) {
+	var stmts counter
+	l, _ := countedLocker(t, "batch_stall", 4, &stmts)
+	admin := newPool(t, "")
+	prefix := "batch-stall-" + distlock.NewToken()[:8] + "-"
+	stuck, other := prefix+"stuck", prefix+"other"
+	for _, k := range []string{stuck, other} { // the rows exist
+		lease, err := l.TryLock(sqltest.OpCtx(t), k, time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(sqltest.OpCtx(t), lease))
+	}
+	tx, err := admin.Begin(sqltest.OpCtx(t))
+	require.NoError(t, err)
+	defer tx.Rollback(context.Background())
+	_, err = tx.Exec(sqltest.OpCtx(t), `SELECT 1 FROM batch_stall WHERE key_hash = $1 FOR UPDATE`, row(stuck).Hash)
+	require.NoError(t, err)
+
+	stuckDone := make(chan error, 1)
+	go func() {
+		lease, err := l.TryLock(sqltest.OpCtx(t), stuck, time.Minute)
+		if err == nil {
+			err = l.Unlock(sqltest.OpCtx(t), lease)
+		}
+		stuckDone <- err
+	}()
+	require.Eventually(t, func() bool {
+		var n int
+		err := admin.QueryRow(sqltest.OpCtx(t), `SELECT count(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND query LIKE 'WITH u AS%'`).Scan(&n)
+		require.NoError(t, err)
+		return n == 1
+	}, 10*time.Second, 5*time.Millisecond)
+
+	ctx, cancel := context.WithTimeout(sqltest.OpCtx(t), 5*time.Second)
+	defer cancel()
+	for range 3 {
+		lease, err := l.TryLock(ctx, other, time.Minute)
+		require.NoError(t, err, "a TryLock of another key behind one that waits for its row")
+		require.NoError(t, l.Unlock(ctx, lease))
+	}
+	select {
+	case err := <-stuckDone:
+		t.Fatalf("the TryLock of the locked row returned before its row was free: %v", err)
+	default:
+	}
+	require.NoError(t, tx.Commit(sqltest.OpCtx(t)))
+	require.NoError(t, <-stuckDone)
+}
