@@ -112,6 +112,7 @@ func (l *Locker) renewHeld(ctx context.Context, k string, lease distlock.Lease, 
 	// One attempt: the general path below retries.
 	actx, cancel := l.attempt(ctx)
 	secs, err := l.keepAlive(actx, h.id)
+	err = attemptErr(ctx, actx, err)
 	cancel()
 	granted := time.Duration(secs) * time.Second
 	if err != nil {
