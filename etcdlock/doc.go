@@ -35,11 +35,12 @@
 // expire unused are dropped (the server deletes them); Close revokes every spare.
 // A lease whose TryLock had an attempt with an unknown outcome is never kept: a
 // late copy of that attempt could create the key on it after Unlock. The Locker
-// records each of its acquisitions (key and fence) with its lease and the key's
-// value, so that Unlock checks the token against that value and its transaction
-// compares the create revision and the etcd lease, and needs no PrevKV to learn
-// the lease; a Lease from another Locker is released by its token, and its etcd
-// lease revoked.
+// records each of its acquisitions (key and fence) with its lease, the key's
+// value and the revision of the put that put the key on that lease, so that Unlock
+// checks the token against that value and its transaction compares only the key's
+// mod revision with that revision (the key is unchanged since: the acquisition's,
+// on that lease), and needs no PrevKV to learn the lease; a Lease from another
+// Locker is released by its token, and its etcd lease revoked.
 //
 // # Keys
 //
@@ -150,7 +151,11 @@
 // # Faults inside the cluster
 //
 // Each request is bounded by Options.RequestTimeout and requires a leader
-// (clientv3.WithRequireLeader: a member that knows it has none refuses at once). An
+// (clientv3.WithRequireLeader: a member that knows it has none refuses at once).
+// The bound is a timer that cancels the attempt: requests carry no deadline, the
+// timeout's or the caller's (a grpc-timeout header changes on every request, and
+// costs both ends HPACK entries and the server a timer), and the caller's context
+// still cancels them when it ends. An
 // attempt that times out or fails with Unavailable (no leader, a broken
 // connection, a proposal that a member forwarded to a leader that died and then
 // timed out) is tried again, until the call's context ends or five request

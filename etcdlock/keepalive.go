@@ -123,7 +123,7 @@ func (l *Locker) kaOnce(ctx context.Context, id clientv3.LeaseID) (int64, error)
 		}
 		return r.ttl, nil
 	case <-ctx.Done():
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 			// No answer within the attempt's time: the stream may hang.
 			l.kaEnd(s, fmt.Errorf("etcdlock: a keepalive on the stream timed out: %w", context.DeadlineExceeded))
 		}

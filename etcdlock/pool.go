@@ -22,6 +22,11 @@ type leaseInfo struct {
 	// one (held): the key's value starts with it, and records secs. It is the
 	// Lease's Token (the same string, not a copy).
 	token string
+	// rev is the revision of the put that put that key on the lease (TryLock's
+	// create, or Renew's move), while it holds one; 0 when unknown. While the
+	// key's mod revision is rev, the key is that put's: the acquisition's (its
+	// create revision is the Fence) on this lease.
+	rev int64
 }
 
 // expiry is the earliest time the server may expire the lease.

@@ -112,6 +112,7 @@ func (l *Locker) renewHeld(ctx context.Context, k string, lease distlock.Lease, 
 	// One attempt: the general path below retries.
 	actx, cancel := l.attempt(ctx)
 	secs, err := l.keepAlive(actx, h.id)
+	err = attemptErr(ctx, actx, err)
 	cancel()
 	granted := time.Duration(secs) * time.Second
 	if err != nil {
@@ -217,11 +218,15 @@ func (l *Locker) move(ctx context.Context, lease distlock.Lease, kv *mvccpb.KeyV
 		l.forget(lostKey{lease.Key, lease.Fence})
 		return distlock.Lease{}, err
 	}
-	if !resp.Succeeded && !movedTo(resp, kv.CreateRevision, value, grant.ID) {
-		l.revoke(ctx, grant.ID)
-		return distlock.Lease{}, fmt.Errorf("the key changed or its lease expired: %w", distlock.ErrNotHeld)
+	rev := resp.Header.Revision // the put's
+	if !resp.Succeeded {
+		if !movedTo(resp, kv.CreateRevision, value, grant.ID) {
+			l.revoke(ctx, grant.ID)
+			return distlock.Lease{}, fmt.Errorf("the key changed or its lease expired: %w", distlock.ErrNotHeld)
+		}
+		rev = resp.Responses[0].GetResponseRange().Kvs[0].ModRevision
 	}
-	l.hold(lostKey{lease.Key, lease.Fence}, leaseInfo{id: grant.ID, secs: secs, ttl: time.Duration(grant.TTL) * time.Second, at: at, token: lease.Token})
+	l.hold(lostKey{lease.Key, lease.Fence}, leaseInfo{id: grant.ID, secs: secs, ttl: time.Duration(grant.TTL) * time.Second, at: at, token: lease.Token, rev: rev})
 	l.revoke(ctx, old) // it holds no key now
 	lease.Expires = start.Add(ttl)
 	return renewed(lease, start, ttl)

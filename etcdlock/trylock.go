@@ -95,6 +95,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 			return distlock.Lease{}, err
 		}
 		fence := uint64(resp.Header.Revision) // the put's revision: the key's create revision
+		sp.rev = resp.Header.Revision         // the put's, when it succeeded
 		if !resp.Succeeded {
 			var kv *mvccpb.KeyValue
 			if r := resp.Responses[0].GetResponseRange(); r != nil && len(r.Kvs) > 0 {
@@ -114,6 +115,10 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 			}
 			// An earlier attempt, whose reply was lost, created the key.
 			fence = uint64(kv.CreateRevision)
+			sp.rev = 0 // Unlock compares the create revision and the lease
+			if clientv3.LeaseID(kv.Lease) == sp.id {
+				sp.rev = kv.ModRevision
+			}
 		}
 		// The server frees the key no sooner than the lease's expiry (for a fresh
 		// grant, after start + ttl; for a spare it may come sooner).

@@ -111,14 +111,12 @@ func newCreateTxn(k, value []byte, lease clientv3.LeaseID) *pb.TxnRequest {
 }
 
 // A deleteTxn is Unlock's transaction of an acquisition the Locker recorded, in
-// one allocation: if the key k has the create revision and the lease, delete it.
+// one allocation: if the key k has the mod revision rev, delete it.
 type deleteTxn struct {
 	req   pb.TxnRequest
-	cmps  [2]*pb.Compare
-	cmpR  pb.Compare
-	rev   pb.Compare_CreateRevision
-	cmpL  pb.Compare
-	lease pb.Compare_Lease
+	cmps  [1]*pb.Compare
+	cmp   pb.Compare
+	rev   pb.Compare_ModRevision
 	then  [1]*pb.RequestOp
 	delOp pb.RequestOp
 	delU  pb.RequestOp_RequestDeleteRange
@@ -127,15 +125,12 @@ type deleteTxn struct {
 
 // newDeleteTxn returns the request of clientv3's
 //
-//	Txn(ctx).If(Compare(CreateRevision(k), "=", rev), Compare(LeaseValue(k), "=", lease)).
-//		Then(OpDelete(k))
-func newDeleteTxn(k []byte, rev int64, lease clientv3.LeaseID) *pb.TxnRequest {
+//	Txn(ctx).If(Compare(ModRevision(k), "=", rev)).Then(OpDelete(k))
+func newDeleteTxn(k []byte, rev int64) *pb.TxnRequest {
 	t := &deleteTxn{}
-	t.rev.CreateRevision = rev
-	t.cmpR = pb.Compare{Result: pb.Compare_EQUAL, Target: pb.Compare_CREATE, Key: k, TargetUnion: &t.rev}
-	t.lease.Lease = int64(lease)
-	t.cmpL = pb.Compare{Result: pb.Compare_EQUAL, Target: pb.Compare_LEASE, Key: k, TargetUnion: &t.lease}
-	t.cmps = [2]*pb.Compare{&t.cmpR, &t.cmpL}
+	t.rev.ModRevision = rev
+	t.cmp = pb.Compare{Result: pb.Compare_EQUAL, Target: pb.Compare_MOD, Key: k, TargetUnion: &t.rev}
+	t.cmps[0] = &t.cmp
 	t.del = pb.DeleteRangeRequest{Key: k}
 	t.delU.RequestDeleteRange = &t.del
 	t.delOp.Request = &t.delU
@@ -158,15 +153,22 @@ func (l *Locker) createKey(ctx context.Context, k, value []byte, id clientv3.Lea
 		Commit()
 }
 
-// deleteKey runs Unlock's transaction of an acquisition that the Locker recorded:
-// delete the key k if it has the create revision rev and the lease id.
-func (l *Locker) deleteKey(ctx context.Context, k string, rev int64, id clientv3.LeaseID) (*clientv3.TxnResponse, error) {
-	if l.direct != nil {
-		return l.direct.txn(ctx, newDeleteTxn([]byte(k), rev, id))
+// deleteKey runs Unlock's transaction of an acquisition that the Locker recorded
+// (its create revision fence, its lease h): delete the key k if it is still
+// that acquisition's, on h. When the Locker knows the revision of the put that
+// put the key on h (h.rev) it compares only the key's mod revision with it (one
+// comparison, one read on the server, less): the key has that mod revision
+// exactly while no write changed it since, so it is that put's key, created at
+// fence (TryLock's put, or a move of the key that kept it), on h. Else it
+// compares the create revision and the lease.
+func (l *Locker) deleteKey(ctx context.Context, k string, fence int64, h leaseInfo) (*clientv3.TxnResponse, error) {
+	if h.rev != 0 && l.direct != nil {
+		return l.direct.txn(ctx, newDeleteTxn([]byte(k), h.rev))
 	}
-	return l.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(k), "=", rev),
-			clientv3.Compare(clientv3.LeaseValue(k), "=", id)).
-		Then(clientv3.OpDelete(k)).
-		Commit()
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", fence),
+		clientv3.Compare(clientv3.LeaseValue(k), "=", h.id)}
+	if h.rev != 0 {
+		cmps = []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k), "=", h.rev)}
+	}
+	return l.client.Txn(ctx).If(cmps...).Then(clientv3.OpDelete(k)).Commit()
 }

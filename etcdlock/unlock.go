@@ -11,8 +11,9 @@ import (
 // Unlock releases lease: in one transaction it deletes the key if the key still
 // holds lease (same create revision, same token); that is its only round trip.
 // When this Locker made the acquisition, the transaction compares the key with
-// what the Locker recorded (its create revision, its etcd lease), and that lease, which
-// holds no key now, becomes a spare for the Locker's next TryLock. Otherwise (the
+// what the Locker recorded (the revision of the put that put it on its etcd lease:
+// one comparison), and that lease, which holds no key now, becomes a spare for the
+// Locker's next TryLock. Otherwise (the
 // Lease came from another Locker, or another Locker's Renew moved the key) it
 // compares the token and revokes the key's lease in the background. It returns
 // an error wrapping ErrNotHeld, and changes nothing, when the key does not hold
@@ -70,18 +71,18 @@ func (l *Locker) unlock(ctx context.Context, lease distlock.Lease) error {
 
 // unlockHeld is Unlock of an acquisition that this Locker recorded (h), whose
 // token Unlock checked against the recorded one: it deletes the key only if it
-// still holds what the Locker recorded (the create revision, the etcd lease),
-// which needs no PrevKV to tell which lease becomes a spare. The value needs no
-// comparison (one read less on the server): the create revision fixes the token,
-// and only a Renew that moves the key to a new lease changes the rest of the
-// value. When the key holds lease otherwise
+// still holds what the Locker recorded (see deleteKey: its mod revision is that
+// of the put that put it on h), which needs no PrevKV to tell which lease becomes
+// a spare. The value needs no comparison (one read less on the server): the
+// create revision fixes the token, and only a Renew that moves the key to a new
+// lease changes the rest of the value. When the key holds lease otherwise
 // (another Locker renewed it onto another lease) it reports !done, and Unlock
 // goes on with the owner check by token.
 func (l *Locker) unlockHeld(ctx context.Context, k string, lk lostKey, lease distlock.Lease, h leaseInfo) (done bool, err error) {
 	var resp *clientv3.TxnResponse
 	unknown := false // an attempt failed after it may have deleted the key
 	err = l.call(ctx, func(ctx context.Context) (err error) {
-		resp, err = l.deleteKey(ctx, k, int64(lease.Fence), h.id)
+		resp, err = l.deleteKey(ctx, k, int64(lease.Fence), h)
 		unknown = unknown || err != nil
 		return err
 	})

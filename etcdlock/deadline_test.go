@@ -1,0 +1,92 @@
+package etcdlock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+)
+
+// TestRequestsCarryNoDeadline: TryLock's and Unlock's requests carry no deadline
+// (gRPC would send it as a grpc-timeout header, a new HPACK entry on every request
+// that the server decodes and arms a timer for), neither the request timeout's
+// nor the caller's.
+func TestRequestsCarryNoDeadline(t *testing.T) {
+	var calls, withDeadline atomic.Int64
+	record := grpc.WithChainUnaryInterceptor(func(ctx context.Context, m string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		calls.Add(1)
+		if _, ok := ctx.Deadline(); ok {
+			withDeadline.Add(1)
+		}
+		return invoker(ctx, m, req, reply, cc, opts...)
+	})
+	l := newLocker(t, newClientWith(t, []string{etcdSrv.Addr()}, record), nil)
+	key := "no-deadline-" + distlock.NewToken()
+	for _, ctx := range []context.Context{context.Background(), ctxFor(t, time.Minute)} {
+		lease, err := l.TryLock(ctx, key, 10*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(ctx, lease))
+	}
+	require.Positive(t, calls.Load())
+	require.Zero(t, withDeadline.Load(), "requests with a deadline, of %d", calls.Load())
+}
+
+// TestAttemptTimeout: an attempt that hangs ends after the request timeout and
+// is tried again; a caller's deadline still ends a call whose attempt hangs,
+// with context.DeadlineExceeded.
+func TestAttemptTimeout(t *testing.T) {
+	var mu sync.Mutex
+	hangs := 0 // Txns still to hang
+	hang := onUnary(methodTxn, func(ctx context.Context, invoke func() error) error {
+		mu.Lock()
+		h := hangs > 0
+		if h {
+			hangs--
+		}
+		mu.Unlock()
+		if !h {
+			return invoke()
+		}
+		<-ctx.Done() // as a blackholed connection: only the context ends it
+		return status.FromContextError(ctx.Err()).Err()
+	})
+	const timeout = 200 * time.Millisecond
+	l := newLocker(t, newClientWith(t, []string{etcdSrv.Addr()}, hang), &etcdlock.Options{RequestTimeout: timeout})
+
+	t.Run("retried", func(t *testing.T) {
+		mu.Lock()
+		hangs = 1
+		mu.Unlock()
+		start := time.Now()
+		lease, err := l.TryLock(ctxFor(t, 10*time.Second), "attempt-timeout-"+distlock.NewToken(), 10*time.Second)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, time.Since(start), timeout, "the first attempt hung until the request timeout")
+		require.NoError(t, l.Unlock(context.Background(), lease))
+	})
+	t.Run("caller deadline", func(t *testing.T) {
+		mu.Lock()
+		hangs = 1 << 30
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			hangs = 0
+			mu.Unlock()
+		}()
+		long := newLocker(t, newClientWith(t, []string{etcdSrv.Addr()}, hang), &etcdlock.Options{RequestTimeout: time.Minute})
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := long.TryLock(ctx, "attempt-deadline-"+distlock.NewToken(), 10*time.Second)
+		require.Error(t, err)
+		require.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
+		require.Less(t, time.Since(start), 5*time.Second, "the caller's deadline ended the hanging attempt")
+	})
+}
