@@ -171,6 +171,13 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 		if errors.Is(err, distlock.ErrLocked) {
 			l.saw(n.Channel, seen, res, held)
 			l.queued(key, mode != turnNone)
+			if mode != turnNone {
+				digests := make([]string, 0, len(held))
+				for _, i := range held {
+					digests = append(digests, res[i].v.digest)
+				}
+				l.releasing(key, len(locked), digests)
+			}
 		}
 		return fail(err)
 	}

@@ -280,6 +280,10 @@
 // the Locker whose turn it is, not one per Locker with waiters; a Locker with more
 // waiters goes to the end of the line when it takes the key (TestTurnsOneRound,
 // TestTurnsHerd). The turns decide who tries first, never who holds the key.
+// The release reaches the masters one by one, and the Locker named may try the
+// key before enough of them ran it: its TryLock then fails, finding the released
+// token still held, and its Locker wakes again once the release's messages came
+// from as many more masters as a quorum needs (retry.go, TestTurnLateRelease).
 //
 // The Waits of one Locker on a key form one line (internal/waitq). A release wakes
 // the first of them only, on the first master's message: the next one wakes when

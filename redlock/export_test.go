@@ -1,10 +1,12 @@
 package redlock
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/internal/redisx"
 )
 
@@ -72,3 +74,10 @@ func (l *Locker) CountAcquires() (count func() int64) {
 
 // Waiting returns how many Waits of l wait on key's line.
 func (l *Locker) Waiting(key string) int { return l.queue.Len(key) }
+
+// UnlockOn runs Unlock's release of lease (releaseTurnScript) on node i only, as
+// an Unlock whose script reached the other nodes later would, and reports whether
+// it released the lock there.
+func (l *Locker) UnlockOn(ctx context.Context, lease distlock.Lease, i int) (bool, error) {
+	return l.releaseOn(ctx, i, newUnlockCall(l.names(lease.Key), lease.Key, lease.Token, l.idArg))
+}

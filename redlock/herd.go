@@ -47,6 +47,11 @@ type keyView struct {
 	queued    bool
 	turnTimer *time.Timer
 	turnGen   uint64
+	// The release that last woke the line (its digest), and how many more of
+	// its messages wake the line again after a TryLock that came too early
+	// (retry.go; 0: none).
+	woke  string
+	retry int
 }
 
 // views are a Locker's keyViews, by key.
@@ -105,6 +110,13 @@ func (l *Locker) released(key string, msgs []string) {
 	kv := l.views.get(key, false)
 	for _, m := range msgs {
 		d, next, named := parseRelease(m)
+		if kv != nil && kv.retry > 0 && d != "" && d == kv.woke { // retry.go
+			if kv.retry--; kv.retry == 0 {
+				kv.stopTurn()
+				wake = true
+			}
+			continue
+		}
 		if d != "" && kv != nil && slices.Contains(kv.announced[:], d) {
 			continue // announced already (the same release on another node)
 		}
@@ -129,6 +141,7 @@ func (l *Locker) released(key string, msgs []string) {
 			kv.announced[kv.next] = d
 			kv.next = (kv.next + 1) % len(kv.announced)
 		}
+		kv.woke, kv.retry = d, 0
 		kv.stopTurn()
 		wake = true
 	}

@@ -117,3 +117,58 @@ func TestTurnTimeout(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, next.Unlock(ctx, got))
 }
+
+// TestTurnLateRelease: the Locker whose turn a release names wakes on the first
+// node's message and tries the key while the other nodes have not run the release
+// yet; its TryLock fails for contention. The release's messages from the other
+// nodes then wake it again, and it takes the key at once. Before, a Locker with
+// more waiters on the key took them for the release it had announced already and
+// slept until the holder's locks expired (here 20s; the turn timeout of the
+// Lockers behind it, 50ms by default, when there are any).
+func TestTurnLateRelease(t *testing.T) {
+	const callers = 2
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	key := "turns-late-" + distlock.NewToken()[:8]
+	opts := redlock.WithTurnTimeout(&redlock.Options{NodeTimeout: 2 * time.Second}, 30*time.Second)
+	holder, next := newLocker(t, opts), newLocker(t, opts)
+	lease, err := holder.TryLock(ctx, key, 20*time.Second)
+	require.NoError(t, err)
+	attempts := next.CountAcquires()
+	got := make(chan error, callers)
+	for range callers {
+		go func() {
+			l, err := distlock.Lock(ctx, next, key, 20*time.Second, &distlock.LockOptions{MaxWait: 50 * time.Second})
+			if err == nil {
+				err = next.Unlock(ctx, l)
+			}
+			got <- err
+		}()
+	}
+	require.Eventually(t, func() bool { return next.Waiting(key) == callers }, 10*time.Second, time.Millisecond)
+	// A TryLock while the Waits have the key's channel subscribed puts next in
+	// the key's turns.
+	_, err = next.TryLock(ctx, key, 20*time.Second)
+	require.ErrorIs(t, err, distlock.ErrLocked)
+	before := attempts()
+	// The release reaches node 0 first: next wakes a caller, whose TryLock fails
+	// on the other four.
+	released, err := holder.UnlockOn(ctx, lease, 0)
+	require.NoError(t, err)
+	require.True(t, released)
+	require.Eventually(t, func() bool { return attempts() > before && next.Waiting(key) == callers }, 10*time.Second, time.Millisecond)
+	start := time.Now()
+	for i := 1; i < 5; i++ {
+		released, err := holder.UnlockOn(ctx, lease, i)
+		require.NoError(t, err)
+		require.True(t, released)
+	}
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the Locker whose turn it was did not take the key within 5s of the release's last node (%d attempts)", attempts())
+	}
+	t.Logf("took the key %v after the release reached the other nodes, %d attempts in all", time.Since(start), attempts())
+	require.NoError(t, <-got)
+}
