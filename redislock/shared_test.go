@@ -202,7 +202,7 @@ func TestSharedCancelInFlight(t *testing.T) {
 	err := returns(t, batched, "the TryLock in flight")
 	require.ErrorIs(t, err, context.Canceled)
 	require.NotErrorIs(t, err, distlock.ErrLocked)
-	h.open(2) // its script takes the lock now: the Locker removes it
+	h.open(2)                                                  // its script takes the lock now: the Locker removes it
 	require.NoError(t, returns(t, first, "the first TryLock")) // and its Unlock
 	lock, _, _ := l.Names(key)
 	raw := newClient(t, redisSrv)
