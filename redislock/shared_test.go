@@ -202,8 +202,10 @@ func TestSharedCancelInFlight(t *testing.T) {
 	err := returns(t, batched, "the TryLock in flight")
 	require.ErrorIs(t, err, context.Canceled)
 	require.NotErrorIs(t, err, distlock.ErrLocked)
-	h.open(2)                                                  // its script takes the lock now: the Locker removes it
-	require.NoError(t, returns(t, first, "the first TryLock")) // and its Unlock
+	// Its script takes the lock now, and the Locker removes it; the first
+	// TryLock's Unlock goes after it.
+	h.open(2)
+	require.NoError(t, returns(t, first, "the first TryLock"))
 	lock, _, _ := l.Names(key)
 	raw := newClient(t, redisSrv)
 	require.Eventually(t, func() bool {
