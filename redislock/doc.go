@@ -23,10 +23,16 @@
 //   - Renew runs a script that checks that the lock key still holds the lease's
 //     token and then sets its time to live to ttl (PEXPIRE) if it has less than
 //     that left: a Renew never shortens the lock, so one whose reply is lost
-//     leaves the old Lease's Expires a valid bound. Renews of one Locker that
-//     overlap (distlock.Hold with many leases) go out together in one pipeline.
+//     leaves the old Lease's Expires a valid bound.
 //   - Unlock runs a script that checks the token, deletes the lock key and
 //     PUBLISHes on the key's release channel.
+//   - The TryLocks, Renews and Unlocks of one Locker share round trips: while one
+//     call (or batch) is in flight, the calls that come wait and then go out
+//     together in one pipeline, each with its own reply (one read and one write in
+//     the client and in the server for the batch, which is most of a call's cost on
+//     loopback). A lone call is a plain call. A call whose context ends while it
+//     waits leaves the queue unsent (an Unlock is sent all the same); one whose
+//     batch is in flight returns ctx's error as below.
 //   - Wait subscribes to the release channel, then reads the lock's remaining time
 //     to live (PTTL), and returns on the release message, when that time has passed,
 //     or when its context ends. A lock that expires publishes nothing; the time to

@@ -11,7 +11,7 @@ import (
 // TryLock would: it returns the fence when the lock is (now or already) held by token,
 // or 0 when another token holds it.
 func (l *Locker) Acquire(ctx context.Context, key, token string, ttl time.Duration) (int64, error) {
-	r, err := l.acquire(ctx, l.names(key), token, redisx.Millis(ttl))
+	r, err := l.acquire(ctx, l.names(key), token, redisx.Millis(ttl), nil)
 	return r.fence, err
 }
 
@@ -36,3 +36,7 @@ func WithHub(opts *Options, ping, idle, topicIdle time.Duration) *Options {
 
 // UnlockScriptHash returns the SHA1 of the unlock script, for tests that watch for it.
 func UnlockScriptHash() string { return redisx.UnlockScriptHash() }
+
+// SharedPending reports how many calls of l wait in its node's shared queue (see
+// redisx.Node.RunShared).
+func SharedPending(l *Locker) int { return l.node.SharedPending() }

@@ -59,11 +59,14 @@ func New(client redis.UniversalClient, opts *Options) (*Locker, error) {
 	q := waitq.New(0)
 	hub := o.hub
 	hub.Released = q.Released
+	group := redisx.NewGroup()
+	node := redisx.NewNode(client, 0, "redis", evalRetry, hub)
+	node.SetGroup(group)
 	return &Locker{
 		client:  client,
 		opts:    o,
-		node:    redisx.NewNode(client, 0, "redis", evalRetry, hub),
-		group:   redisx.NewGroup(),
+		node:    node,
+		group:   group,
 		waiters: q,
 	}, nil
 }

@@ -38,12 +38,9 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	ms := redisx.Millis(ttl)
 	var renewed bool
 	var err error
-	switch {
-	case !redisx.Ours(lease.Token):
-	case ctx.Done() == nil: // no closure: redisx.Call would run it here
+	if redisx.Ours(lease.Token) {
+		// Concurrent Renews (and TryLocks, Unlocks) share round trips.
 		renewed, err = l.node.RenewShared(ctx, n.Lock, lease.Token, ms)
-	default:
-		renewed, err = redisx.Call(ctx, l.group, func() (bool, error) { return l.node.RenewShared(ctx, n.Lock, lease.Token, ms) }, nil)
 	}
 	if err != nil {
 		return distlock.Lease{}, fmt.Errorf("fence %d: %w", lease.Fence, err)

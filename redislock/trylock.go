@@ -16,11 +16,20 @@ type acquired struct {
 	holder time.Duration
 }
 
-func (l *Locker) acquire(ctx context.Context, n redisx.Names, token string, ms int64) (acquired, error) {
-	v, err := l.node.Run(ctx, acquireScript, []string{n.Lock, n.Fence}, token+"|"+l.opts.Owner, l.node.MillisArg(ms)).Result()
+// acquire runs acquireScript for n through the node's shared queue (see
+// redisx.Node.RunShared): concurrent TryLocks share round trips. When ctx ends
+// while the script is in flight, acquire returns ctx's error and the script's late
+// reply goes to abandon (nil: none).
+func (l *Locker) acquire(ctx context.Context, n redisx.Names, token string, ms int64, abandon func(any, error)) (acquired, error) {
+	v, err := l.node.RunShared(ctx, abandon, acquireScript, []string{n.Lock, n.Fence}, token+"|"+l.opts.Owner, l.node.MillisArg(ms))
 	if err != nil {
 		return acquired{}, err
 	}
+	return parseAcquired(v)
+}
+
+// parseAcquired parses a reply of acquireScript.
+func parseAcquired(v any) (acquired, error) {
 	switch v := v.(type) {
 	case int64:
 		if v > 0 {
@@ -106,20 +115,16 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 		l.waiters.Attempt(n.Channel)
 		tok, watched = hub.Peek(n.Channel)
 	}
-	var r acquired
-	var err error
-	if ctx.Done() == nil {
-		r, err = l.acquire(ctx, n, token, ms) // no closures: redisx.Call would run it here
-	} else {
-		r, err = redisx.Call(ctx, l.group,
-			func() (acquired, error) { return l.acquire(ctx, n, token, ms) },
-			func(r acquired, err error) {
-				// The caller has gone: whatever this attempt took, give it back.
-				if err != nil || r.fence > 0 {
-					l.removeHalfMade(ctx, n, token)
-				}
-			})
+	var abandon func(any, error)
+	if ctx.Done() != nil {
+		abandon = func(v any, err error) {
+			// The caller has gone: whatever this attempt took, give it back.
+			if r, perr := parseAcquired(v); err != nil || perr != nil || r.fence > 0 {
+				l.removeHalfMade(ctx, n, token)
+			}
+		}
 	}
+	r, err := l.acquire(ctx, n, token, ms, abandon)
 	if err != nil {
 		if live {
 			l.waiters.AttemptFailed(n.Channel)

@@ -35,12 +35,9 @@ func (l *Locker) unlock(ctx context.Context, lease distlock.Lease) error {
 	n := l.names(lease.Key)
 	var ok bool
 	var err error
-	switch {
-	case !redisx.Ours(lease.Token):
-	case ctx.Done() == nil: // no closure: redisx.Call would run it here
-		ok, err = l.node.Release(ctx, n, lease.Token)
-	default:
-		ok, err = redisx.Call(ctx, l.group, func() (bool, error) { return l.node.Release(ctx, n, lease.Token) }, nil)
+	if redisx.Ours(lease.Token) {
+		// Concurrent Unlocks (and TryLocks, Renews) share round trips.
+		ok, err = l.node.ReleaseShared(ctx, n, lease.Token)
 	}
 	if err != nil {
 		return fmt.Errorf("fence %d: %w", lease.Fence, err)

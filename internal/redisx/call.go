@@ -33,6 +33,14 @@ func Call[T any](ctx context.Context, g *Group, f func() (T, error), abandon fun
 		var zero T
 		return zero, err
 	}
+	return callRun(ctx, g, f, abandon)
+}
+
+// callRun is Call with a context that can be done, which runs f even when ctx is done
+// already (and then returns ctx's error at once, as when ctx ends while f runs): a
+// caller that must know f ran (RunShared's lone call, whose end frees its slot)
+// checks ctx first itself.
+func callRun[T any](ctx context.Context, g *Group, f func() (T, error), abandon func(T, error)) (T, error) {
 	few := g.inflight.Add(1) <= g.fewCalls
 	defer g.inflight.Add(-1)
 	if few {

@@ -3,8 +3,6 @@ package redisx
 import (
 	"context"
 	"fmt"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +20,7 @@ type Node struct {
 	retry  time.Duration
 	ms     atomic.Pointer[boxedMillis] // the last ttl argument, boxed
 	shared sharedQueue                 // RunShared's
+	group  *Group                      // RunShared's workers (see SetGroup); nil: none
 	// many: the node is one standalone server, so a batch of RenewShared calls
 	// goes as one multi-key script (see SetStandalone).
 	many bool
@@ -83,106 +82,16 @@ func (n *Node) PTTL(ctx context.Context, lock string) (time.Duration, error) {
 	return n.Client.PTTL(ctx, lock).Result()
 }
 
-// A sharedQueue gathers the RunShared calls of a Node that arrive while one is in
-// flight, for the next to send in one pipeline.
-type sharedQueue struct {
-	mu      sync.Mutex
-	busy    bool      // a call (or a batch of them) is in flight
-	since   time.Time // when the call or batch in flight was sent
-	pending []*sharedReq
-}
-
-// SharedStall is how long RunShared calls wait for the call or batch in flight
-// before they give up sharing and go alone: a connection that hangs (until the
-// client's ReadTimeout) holds up only the calls it carries, not every later one.
-const SharedStall = 500 * time.Millisecond
-
-// A sharedReq is one RunShared call that waits for its turn.
-type sharedReq struct {
-	s    *redis.Script
-	keys []string
-	args []any
-	v    any
-	err  error
-	lead []*sharedReq  // set when this call is to send them (itself first)
-	wake chan struct{} // capacity 1: done, or lead is set
-}
-
-// RenewShared is Renew through RunShared, for callers that renew many leases at
-// once (distlock.Hold with many leases).
-func (n *Node) RenewShared(ctx context.Context, lock, token string, ms int64) (bool, error) {
-	v, err := n.RunShared(ctx, renewScript, []string{lock}, token, n.MillisArg(ms))
-	i, _ := v.(int64)
-	return i == 1 && err == nil, err
-}
-
-// RunShared runs script s as Run does, but shares round trips with the node's other
-// RunShared calls: while one is in flight, the calls that arrive queue up, and when
-// it ends the first of them sends all of them in one pipeline (one write, one round
-// trip on each connection it uses), with its context's values but without its
-// cancellation: the others' scripts must not fail because one caller gave up. Each
-// call gets its own reply; a caller returns when its own reply has come, and sends
-// at most one batch. A lone call is a plain Run.
-func (n *Node) RunShared(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
-	q := &n.shared
-	q.mu.Lock()
-	if !q.busy {
-		q.busy, q.since = true, time.Now()
-		q.mu.Unlock()
-		v, err := n.Run(ctx, s, keys, args...).Result()
-		n.nextShared()
-		return v, err
-	}
-	if time.Since(q.since) > SharedStall {
-		q.mu.Unlock()
-		return n.Run(ctx, s, keys, args...).Result()
-	}
-	r := &sharedReq{s: s, keys: keys, args: args, wake: make(chan struct{}, 1)}
-	q.pending = append(q.pending, r)
-	q.mu.Unlock()
-	t := time.NewTimer(SharedStall)
-	select {
-	case <-r.wake:
-		t.Stop()
-	case <-t.C:
-		q.mu.Lock()
-		if i := slices.Index(q.pending, r); i >= 0 { // not taken yet: go alone
-			q.pending = slices.Delete(q.pending, i, i+1)
-			q.mu.Unlock()
-			return n.Run(ctx, s, keys, args...).Result()
-		}
-		q.mu.Unlock()
-		<-r.wake
-	}
-	if r.lead != nil {
-		n.runBatch(context.WithoutCancel(ctx), r.lead)
-		n.nextShared()
-	}
-	return r.v, r.err
-}
-
-// nextShared hands the queued calls to the first of them, or marks the queue idle.
-func (n *Node) nextShared() {
-	q := &n.shared
-	q.mu.Lock()
-	if len(q.pending) == 0 {
-		q.busy = false
-		q.mu.Unlock()
-		return
-	}
-	batch := q.pending
-	q.pending = nil
-	q.since = time.Now()
-	q.mu.Unlock()
-	batch[0].lead = batch
-	batch[0].wake <- struct{}{}
-}
-
-// runBatch sends batch in one pipeline, sets each one's result, and wakes all but
-// the first (the caller). A script that the server does not have is run again on
+// runBatch sends batch in one pipeline and sets each one's result (v, err); it
+// wakes none of them. A script that the server does not have is run again on
 // its own (Run falls back to EVAL). On a standalone node (SetStandalone) the
 // renewals of the batch go as renewManyScript calls.
 func (n *Node) runBatch(ctx context.Context, batch []*sharedReq) {
+	if len(batch) == 1 { // a plain call costs less than a pipeline of one
+		r := batch[0]
+		r.v, r.err = n.Run(ctx, r.s, r.keys, r.args...).Result()
+		return
+	}
 	many := func(r *sharedReq) bool { return false }
 	if n.many {
 		renews := 0
@@ -244,9 +153,6 @@ func (n *Node) runBatch(ctx context.Context, batch []*sharedReq) {
 				r.v = v[i]
 			}
 		}
-	}
-	for _, r := range batch[1:] {
-		r.wake <- struct{}{}
 	}
 }
 

@@ -1,0 +1,333 @@
+package redisx
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RunShared and its queue: the calls of a Node that arrive while sharedSlots of its
+// calls (or batches of them) are in flight wait in a queue, and when one of those
+// ends, all that wait go out together, as one pipeline: one write and one read in
+// the client, one read and one write in the server, however many scripts the batch
+// holds. On a machine where the clients and a single-threaded redis-server share a
+// few processors, those system calls are much of an uncontended TryLock's cost.
+//
+// A call that finds a slot free is a plain call (Run): a lone caller waits for no
+// one and pays nothing but a lock. A caller whose context ends while it waits in the
+// queue leaves it (its script is never sent); one whose script is in flight returns
+// ctx's error, and its late result goes to its abandon function (see Call).
+//
+// With a Group (SetGroup), a batch runs on one of the Group's workers, which then
+// sends the next batch, and the next, until the queue is empty: the callers only
+// wait. Without one (redlock's nodes), the first caller of a batch sends it on its
+// own goroutine, as the leader, and hands the queue to the first of the next batch.
+
+// sharedSlots is how many calls or batches of a Node may be in flight at once; the
+// calls that come meanwhile wait in its queue. A variable for tests and
+// measurements.
+var sharedSlots = 1
+
+// SharedStall is how long RunShared calls wait for the call or batch in flight
+// before they give up sharing and go alone: a connection that hangs (until the
+// client's ReadTimeout) holds up only the calls it carries, not every later one.
+const SharedStall = 500 * time.Millisecond
+
+// A sharedQueue gathers the RunShared calls of a Node that wait for a slot.
+type sharedQueue struct {
+	mu       sync.Mutex
+	inflight int       // calls or batches in flight, at most sharedSlots
+	since    time.Time // when the last of them was sent
+	pending  []*sharedReq
+	timer    *time.Timer // fires SharedStall after armed: the pending calls go alone
+	armed    time.Time   // when pending's first call came
+}
+
+// The states of a sharedReq.
+const (
+	reqQueued    = iota // in pending
+	reqSent             // in a batch in flight
+	reqDone             // v and err are set, wake signalled
+	reqAbandoned        // its caller returned while it was in flight
+	reqAlone            // stalled: its caller is to go alone (wake signalled)
+	reqLead             // no Group: its caller is to send lead (wake signalled)
+)
+
+// A sharedReq is one RunShared call that waits in the queue.
+type sharedReq struct {
+	ctx     context.Context
+	s       *redis.Script
+	keys    []string
+	args    []any
+	abandon func(any, error)
+	keep    bool // sent even when its caller leaves while it waits (ReleaseShared)
+	gone    bool // its caller left while it waited, and keep: no one waits for it
+	v       any
+	err     error
+	state   atomic.Int32
+	lead    []*sharedReq  // reqLead: the batch to send (this call first)
+	wake    chan struct{} // capacity 1
+}
+
+var reqPool = sync.Pool{New: func() any { return &sharedReq{wake: make(chan struct{}, 1)} }}
+
+// putReq returns r to the pool: only when no one else refers to it (its wake was
+// received, or it left the queue before it was sent).
+func putReq(r *sharedReq) {
+	*r = sharedReq{wake: r.wake}
+	reqPool.Put(r)
+}
+
+// SetGroup gives n the Group whose workers run its shared calls: then a RunShared
+// call whose context can end returns as soon as it ends, like Call (see RunShared).
+// Call it before n is used.
+func (n *Node) SetGroup(g *Group) { n.group = g }
+
+// RenewShared is Renew through RunShared, for callers that renew many leases at
+// once (distlock.Hold with many leases).
+func (n *Node) RenewShared(ctx context.Context, lock, token string, ms int64) (bool, error) {
+	v, err := n.RunShared(ctx, nil, renewScript, []string{lock}, token, n.MillisArg(ms))
+	i, _ := v.(int64)
+	return i == 1 && err == nil, err
+}
+
+// ReleaseShared is Release through RunShared, except that a release whose caller
+// leaves while it waits in the queue is still sent (as one whose caller leaves
+// while it is in flight still completes): the lock goes as soon as it can.
+func (n *Node) ReleaseShared(ctx context.Context, k Names, token string) (bool, error) {
+	v, err := n.runShared(ctx, nil, true, unlockScript, []string{k.Lock}, token, k.Channel)
+	i, _ := v.(int64)
+	return i == 1 && err == nil, err
+}
+
+// SharedPending reports how many RunShared calls wait in n's queue, for tests.
+func (n *Node) SharedPending() int {
+	q := &n.shared
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.pending)
+}
+
+// RunShared runs script s as Run does, but shares round trips with the node's other
+// RunShared calls: while sharedSlots calls or batches are in flight, the calls that
+// come wait, and the next batch takes all of them in one pipeline. Each call gets
+// its own reply; the batch goes with the first one's context values but without its
+// cancellation (the others' scripts must not fail because one caller gave up). A
+// call that finds a slot free is a plain Run.
+//
+// With a Group (SetGroup) and a context that can end, RunShared returns ctx's error
+// as soon as ctx is done: a call still in the queue leaves it unsent; a call in
+// flight leaves its result to abandon (when not nil), which runs on one of the
+// Group's goroutines (see Call). Call it during a call of the Group. Without a
+// Group, a call in flight returns when its reply has come (the caller's goroutine
+// may be the one that sends the batch).
+func (n *Node) RunShared(ctx context.Context, abandon func(any, error), s *redis.Script, keys []string, args ...any) (any, error) {
+	return n.runShared(ctx, abandon, false, s, keys, args...)
+}
+
+// runShared is RunShared; keep tells whether a call whose caller leaves while it
+// waits in the queue is sent all the same (its result then goes to abandon).
+func (n *Node) runShared(ctx context.Context, abandon func(any, error), keep bool, s *redis.Script, keys []string, args ...any) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	q := &n.shared
+	q.mu.Lock()
+	if q.inflight < sharedSlots {
+		q.inflight++
+		q.since = time.Now()
+		q.mu.Unlock()
+		return n.runLone(ctx, abandon, s, keys, args, true)
+	}
+	now := time.Now()
+	if now.Sub(q.since) > SharedStall {
+		q.mu.Unlock()
+		return n.runLone(ctx, abandon, s, keys, args, false)
+	}
+	r := reqPool.Get().(*sharedReq)
+	r.ctx, r.s, r.keys, r.args, r.abandon, r.keep = ctx, s, keys, args, abandon, keep
+	q.pending = append(q.pending, r)
+	if len(q.pending) == 1 {
+		q.armed = now
+		if q.timer == nil {
+			q.timer = time.AfterFunc(SharedStall, n.stalled)
+		} else {
+			q.timer.Reset(SharedStall)
+		}
+	}
+	q.mu.Unlock()
+	return n.await(ctx, r)
+}
+
+// runLone runs one call on its own: a plain Run, on a worker of n's Group when ctx
+// can end (the caller returns when ctx does). slot tells that the call holds a slot,
+// which it passes on when it ends (doneShared).
+func (n *Node) runLone(ctx context.Context, abandon func(any, error), s *redis.Script, keys []string, args []any, slot bool) (any, error) {
+	if ctx.Done() == nil || n.group == nil {
+		v, err := n.Run(ctx, s, keys, args...).Result()
+		if slot {
+			n.doneShared()
+		}
+		return v, err
+	}
+	// callRun, not Call: it runs f even if ctx is done by now, so the slot is freed.
+	return callRun(ctx, n.group, func() (any, error) {
+		v, err := n.Run(ctx, s, keys, args...).Result()
+		if slot {
+			n.doneShared()
+		}
+		return v, err
+	}, abandon)
+}
+
+// await waits for r's turn and returns its result (see RunShared).
+func (n *Node) await(ctx context.Context, r *sharedReq) (any, error) {
+	var done <-chan struct{}
+	if n.group != nil {
+		done = ctx.Done()
+	}
+	select {
+	case <-r.wake:
+	case <-done:
+		q := &n.shared
+		q.mu.Lock()
+		if r.state.Load() == reqQueued { // not sent: leave the queue, or leave it behind
+			if r.keep {
+				r.gone = true // take marks it abandoned
+				q.mu.Unlock()
+				return nil, ctx.Err()
+			}
+			if i := slices.Index(q.pending, r); i >= 0 {
+				q.pending = slices.Delete(q.pending, i, i+1)
+			}
+			q.mu.Unlock()
+			putReq(r)
+			return nil, ctx.Err()
+		}
+		q.mu.Unlock()
+		if r.state.CompareAndSwap(reqSent, reqAbandoned) {
+			return nil, ctx.Err() // the batch's sender hands r's result to abandon
+		}
+		<-r.wake // done or alone just now
+	}
+	switch r.state.Load() {
+	case reqAlone:
+		ctx, abandon, s, keys, args := r.ctx, r.abandon, r.s, r.keys, r.args
+		putReq(r)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return n.runLone(ctx, abandon, s, keys, args, false)
+	case reqLead: // no Group: send the batch on this goroutine
+		batch := r.lead
+		n.runBatch(context.WithoutCancel(r.ctx), batch)
+		v, err := r.v, r.err
+		for _, o := range batch[1:] {
+			o.deliver()
+		}
+		putReq(r)
+		n.doneShared()
+		return v, err
+	}
+	v, err := r.v, r.err
+	putReq(r)
+	return v, err
+}
+
+// deliver hands r its result: it wakes r's caller, or gives the result to abandon
+// when the caller has gone. r is not touched after.
+func (r *sharedReq) deliver() {
+	if r.state.CompareAndSwap(reqSent, reqDone) {
+		r.wake <- struct{}{}
+		return
+	}
+	if r.abandon != nil {
+		r.abandon(r.v, r.err)
+	}
+}
+
+// take takes the pending calls as the next batch, which holds the slot of the call
+// or batch that just ended. Call it with q.mu held.
+func (q *sharedQueue) take() []*sharedReq {
+	batch := q.pending
+	q.pending = nil
+	q.since = time.Now()
+	q.timer.Stop()
+	for _, r := range batch {
+		if r.gone {
+			r.state.Store(reqAbandoned)
+		} else {
+			r.state.Store(reqSent)
+		}
+	}
+	return batch
+}
+
+// doneShared ends a call or batch in flight: its slot goes to the calls that wait,
+// as the next batch, or is freed.
+func (n *Node) doneShared() {
+	q := &n.shared
+	q.mu.Lock()
+	if len(q.pending) == 0 {
+		q.inflight--
+		q.mu.Unlock()
+		return
+	}
+	batch := q.take()
+	if n.group == nil {
+		batch[0].lead = batch
+		batch[0].state.Store(reqLead)
+		q.mu.Unlock()
+		batch[0].wake <- struct{}{}
+		return
+	}
+	q.mu.Unlock()
+	n.group.run(funcJob(func() { n.drain(batch) }))
+}
+
+// drain sends batch and each batch that has gathered meanwhile, until none has; then
+// it frees its slot. It runs on a worker of n's Group.
+func (n *Node) drain(batch []*sharedReq) {
+	q := &n.shared
+	for {
+		n.runBatch(context.WithoutCancel(batch[0].ctx), batch)
+		for _, r := range batch {
+			r.deliver()
+		}
+		q.mu.Lock()
+		if len(q.pending) == 0 {
+			q.inflight--
+			q.mu.Unlock()
+			return
+		}
+		batch = q.take()
+		q.mu.Unlock()
+	}
+}
+
+// stalled runs SharedStall after the first of the pending calls came: if they still
+// wait, the call or batch in flight hangs, and each of them goes alone.
+func (n *Node) stalled() {
+	q := &n.shared
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.pending) == 0 || time.Since(q.armed) < SharedStall {
+		return // taken, or a later batch's (its own timer runs)
+	}
+	// The calls whose callers left stay for the next batch.
+	gone := q.pending[:0]
+	for _, r := range q.pending {
+		if r.gone {
+			gone = append(gone, r)
+			continue
+		}
+		r.state.Store(reqAlone)
+		r.wake <- struct{}{}
+	}
+	clear(q.pending[len(gone):])
+	q.pending = gone
+}
