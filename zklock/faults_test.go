@@ -114,7 +114,11 @@ func TestPartitionedHolderSessionExpires(t *testing.T) {
 func TestCutDuringCreate(t *testing.T) {
 	for _, caller := range []string{"gives up", "keeps going"} {
 		t.Run(strings.ReplaceAll(caller, " ", "_"), func(t *testing.T) {
-			const st = 3 * time.Second // the session survives the short cut
+			// The session survives the short cut; its lease validity (st - st/3 -
+			// tick/2: 6.6s) leaves room for go-zookeeper's reconnect, which waits
+			// a second after a failed attempt: with 3s (validity 1.9s) a TryLock
+			// that took 4.5s under the full suite's load failed for its validity.
+			const st = 10 * time.Second
 			a := newClient(t, standaloneAddrs(), st, nil, true)
 			b := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
 			key := uniqueKey(t)
