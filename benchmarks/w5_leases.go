@@ -63,8 +63,12 @@ func RunW5(ctx context.Context, s Subject, cfg Config, keyPrefix string) (r Resu
 	hctx, cancelHolds := context.WithCancel(ctx)
 	defer cancelHolds()
 	defer func() {
-		if err := releaseAll(ctx, held, cfg.W5Parallel); err != nil && r.Err == "" {
+		retried, err := releaseAll(ctx, l, held, cfg.W5Parallel)
+		if err != nil && r.Err == "" {
 			r.Err = err.Error()
+		}
+		if retried > 0 {
+			r.Counter += fmt.Sprintf(" (release: %d of %d Releases failed and were tried again with Unlock)", retried, n)
 		}
 	}()
 
@@ -162,14 +166,20 @@ func acquireAll(ctx, hctx context.Context, l distlock.Locker, held []*distlock.H
 	return nil
 }
 
-// releaseAll releases every Held, parallel at a time; it reports the first
-// error that is not the loss of a lease (one lost in the window was counted; one
-// that expired after it, its renewals behind on a loaded server, is not an
-// error of the harness).
-func releaseAll(ctx context.Context, held []*distlock.Held, parallel int) error {
+// releaseAll releases every Held, parallel at a time, and returns the number of
+// releases tried again and the first error that is not the loss of a lease (one
+// lost in the window was counted; one that expired after it, its renewals behind
+// on a loaded server, is not an error of the harness). A Release that fails
+// otherwise (an Unlock without enough replies in time: 64 releases at once, on a
+// server busy with the renewals of the other leases, can overrun RedLock's node
+// timeout) is tried again as a user would, with Unlock of its lease, up to
+// w5Attempts times: its nodes that released already answer that they do not hold
+// it, which is then no error either.
+func releaseAll(ctx context.Context, l distlock.Locker, held []*distlock.Held, parallel int) (int, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w5SetupTimeout)
 	defer cancel()
 	var ferr firstErr
+	var retried atomic.Int64
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
 	for _, h := range held {
@@ -179,13 +189,22 @@ func releaseAll(ctx context.Context, held []*distlock.Held, parallel int) error 
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := h.Release(rctx); err != nil && !errors.Is(err, distlock.ErrNotHeld) {
-				ferr.set(fmt.Errorf("Release: %w", err))
+			err := h.Release(rctx)
+			if err != nil && !errors.Is(err, distlock.ErrNotHeld) {
+				retried.Add(1)
+				for range w5Attempts {
+					if err = l.Unlock(rctx, h.Lease()); err == nil || errors.Is(err, distlock.ErrNotHeld) || rctx.Err() != nil {
+						break
+					}
+				}
+			}
+			if err != nil && !errors.Is(err, distlock.ErrNotHeld) {
+				ferr.set(fmt.Errorf("Release, then %d Unlocks: %w", w5Attempts, err))
 			}
 		})
 	}
 	wg.Wait()
-	return ferr.get()
+	return int(retried.Load()), ferr.get()
 }
 
 // liveHeap returns the heap in use after a garbage collection.
