@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/distlock/distlock/sqllock/internal/calls"
 )
 
 // A BatchRenewer is a Dialect that can renew many rows in one statement. The
@@ -94,16 +96,9 @@ func (b *renewer) promote() {
 // context ends when the contexts of all the batch's callers have ended.
 func (b *renewer) run() {
 	b.mu.Lock()
-	var batch, rest []*renewOp
-	for _, o := range b.queue {
-		if len(batch) < maxRenewBatch && !slices.ContainsFunc(batch, func(p *renewOp) bool {
-			return bytes.Equal(p.r.Hash, o.r.Hash) && bytes.Equal(p.r.Token, o.r.Token)
-		}) {
-			batch = append(batch, o)
-		} else {
-			rest = append(rest, o)
-		}
-	}
+	batch, rest := calls.Batch(b.queue, maxRenewBatch, func(p, o *renewOp) bool {
+		return bytes.Equal(p.r.Hash, o.r.Hash) && bytes.Equal(p.r.Token, o.r.Token)
+	})
 	b.queue = rest
 	b.mu.Unlock()
 

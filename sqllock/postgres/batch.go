@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/sqllock"
+	"github.com/distlock/distlock/sqllock/internal/calls"
 )
 
 // Statements shared by concurrent callers.
@@ -144,16 +145,9 @@ func (s *slot) leave() {
 // key held).
 func (f *flights) next() {
 	for f.busy < f.max && len(f.queue) > 0 {
-		var batch, rest []*call
-		for _, c := range f.queue {
-			if len(batch) < maxBatch && !slices.ContainsFunc(batch, func(b *call) bool {
-				return bytes.Equal(b.r.hash, c.r.hash) && bytes.Equal(b.r.token, c.r.token)
-			}) {
-				batch = append(batch, c)
-			} else {
-				rest = append(rest, c)
-			}
-		}
+		batch, rest := calls.Batch(f.queue, maxBatch, func(b, c *call) bool {
+			return bytes.Equal(b.r.hash, c.r.hash) && bytes.Equal(b.r.token, c.r.token)
+		})
 		f.queue = rest
 		s := f.take()
 		f.wg.Go(func() {

@@ -1,6 +1,7 @@
 // Package calls runs the calls of the sqllock Lockers: the lifecycle that Close
 // ends (Group), the retries of statements that the database rolled back (Retry), and
-// the conversion of a ttl to the databases' units (Micros).
+// the conversion of a ttl to the databases' units (Micros), and the split of a
+// queue of operations into the next batch (Batch).
 package calls
 
 import (
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -124,4 +126,18 @@ func Micros(d time.Duration) int64 {
 		us++
 	}
 	return int64(us)
+}
+
+// Batch splits queue into the next batch (in queue order, at most max, no two
+// that same says are one: two operations on one lease) and the rest, which
+// wait for a later batch.
+func Batch[T any](queue []T, max int, same func(a, b T) bool) (batch, rest []T) {
+	for _, o := range queue {
+		if len(batch) < max && !slices.ContainsFunc(batch, func(p T) bool { return same(p, o) }) {
+			batch = append(batch, o)
+		} else {
+			rest = append(rest, o)
+		}
+	}
+	return batch, rest
 }
