@@ -206,12 +206,7 @@ func TestSharedCancelInFlight(t *testing.T) {
 	// TryLock's Unlock goes after it.
 	h.open(2)
 	require.NoError(t, returns(t, first, "the first TryLock"))
-	lock, _, _ := l.Names(key)
-	raw := newClient(t, redisSrv)
-	require.Eventually(t, func() bool {
-		n, err := raw.Exists(context.Background(), lock).Result()
-		return err == nil && n == 0
-	}, 5*time.Second, 5*time.Millisecond, "the lock of the abandoned TryLock stayed")
+	requireLockGone(t, l, key, "the lock of the abandoned TryLock stayed")
 }
 
 // TestSharedUnlockCancelQueued: an Unlock that waits in the queue returns its
@@ -234,12 +229,7 @@ func TestSharedUnlockCancelQueued(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	h.open(2)
 	require.NoError(t, returns(t, first, "the first TryLock"))
-	lock, _, _ := l.Names(key)
-	raw := newClient(t, redisSrv)
-	require.Eventually(t, func() bool {
-		n, err := raw.Exists(context.Background(), lock).Result()
-		return err == nil && n == 0
-	}, 5*time.Second, 5*time.Millisecond, "the cancelled Unlock was not sent")
+	requireLockGone(t, l, key, "the cancelled Unlock was not sent")
 }
 
 // TestSharedManyCancelled: concurrent TryLock+Unlock pairs whose contexts end at
@@ -281,4 +271,16 @@ func TestSharedManyCancelled(t *testing.T) {
 		lock, _, _ := l.Names(prefix + "-" + strconv.Itoa(w))
 		require.Zero(t, raw.Exists(context.Background(), lock).Val(), "worker %d's lock stayed", w)
 	}
+}
+
+// requireLockGone waits until key's lock is gone from the server, and fails with
+// msg if it stays.
+func requireLockGone(t *testing.T, l *redislock.Locker, key, msg string) {
+	t.Helper()
+	lock, _, _ := l.Names(key)
+	raw := newClient(t, redisSrv)
+	require.Eventually(t, func() bool {
+		n, err := raw.Exists(context.Background(), lock).Result()
+		return err == nil && n == 0
+	}, 5*time.Second, 5*time.Millisecond, msg)
 }
