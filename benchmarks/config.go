@@ -83,7 +83,7 @@ func DefaultConfig() Config {
 	return Config{
 		TTL:            3 * time.Second,
 		W1Goroutines:   []int{1, 16},
-		W1Ops:          5000,
+		W1Ops:          20000,
 		W1Time:         3 * time.Second,
 		W1Rounds:       6,
 		W1Warmup:       5,

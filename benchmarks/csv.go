@@ -24,12 +24,14 @@ const runLine = "# run (JSON): "
 var csvColumns = []string{"subject", "protocol", "role", "workload", "goroutines", "n", "elapsed_s", "rate_per_s",
 	"p50_ms", "p99_ms", "max_ms", "gaps", "bound_ms", "bound_kind", "baseline", "ratio", "violations", "status", "error",
 	"w1_baseline", "waiter", "wakeup", "note",
-	"rounds", "p50_lo_ms", "p50_hi_ms", "requests_per_op", "counter", "cpu_per_op_ms", "heap_per_lease_bytes", "goroutines_per_lease", "lost"}
+	"rounds", "p50_lo_ms", "p50_hi_ms", "requests_per_op", "counter", "cpu_per_op_ms", "heap_per_lease_bytes", "goroutines_per_lease", "lost",
+	"rate_lo_per_s", "rate_hi_per_s"}
 
-// csvAdded are the columns that matrix.csv files written before W2's rounds, W4
-// and W5 lack: ReadCSV leaves their fields at their defaults.
+// csvAdded are the columns that matrix.csv files written before W2's rounds, W4,
+// W5 and W1's rate spread lack: ReadCSV leaves their fields at their defaults.
 var csvAdded = map[string]bool{"rounds": true, "p50_lo_ms": true, "p50_hi_ms": true, "requests_per_op": true, "counter": true,
-	"cpu_per_op_ms": true, "heap_per_lease_bytes": true, "goroutines_per_lease": true, "lost": true}
+	"cpu_per_op_ms": true, "heap_per_lease_bytes": true, "goroutines_per_lease": true, "lost": true,
+	"rate_lo_per_s": true, "rate_hi_per_s": true}
 
 // runFacts is what the run's JSON line holds: the Report without its Results.
 type runFacts struct {
@@ -89,7 +91,8 @@ func (rep *Report) CSV() ([]byte, error) {
 			strconv.Itoa(r.Violations), st, r.Err,
 			strconv.FormatBool(r.Baseline), strconv.FormatBool(r.Waiter), r.Wakeup, r.Note,
 			strconv.Itoa(r.Rounds), ms(r.P50Lo), ms(r.P50Hi), perOp, r.Counter, ms(r.CPUPerOp),
-			strconv.FormatFloat(r.HeapPerLease, 'f', -1, 64), strconv.FormatFloat(r.GoroutinesPerLease, 'f', -1, 64), strconv.Itoa(r.Lost)})
+			strconv.FormatFloat(r.HeapPerLease, 'f', -1, 64), strconv.FormatFloat(r.GoroutinesPerLease, 'f', -1, 64), strconv.Itoa(r.Lost),
+			strconv.FormatFloat(r.RateLo, 'f', -1, 64), strconv.FormatFloat(r.RateHi, 'f', -1, 64)})
 	}
 	w.Flush()
 	return b.Bytes(), w.Error()
@@ -197,6 +200,7 @@ func parseRow(cells []string, col map[string]int) (Result, error) {
 		Rounds: atoi("rounds"), P50Lo: msDur("p50_lo_ms"), P50Hi: msDur("p50_hi_ms"), Counter: get("counter"),
 		CPUPerOp: msDur("cpu_per_op_ms"), HeapPerLease: float("heap_per_lease_bytes"),
 		GoroutinesPerLease: float("goroutines_per_lease"), Lost: atoi("lost"), ReqPerOp: -1,
+		RateLo: float("rate_lo_per_s"), RateHi: float("rate_hi_per_s"),
 	}
 	if v := get("requests_per_op"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)

@@ -68,7 +68,7 @@ func (rep *Report) fullTables(b *strings.Builder, h string) {
 
 	if len(rep.subjects(W1)) > 0 {
 		p("%s W1 uncontended: TryLock+Unlock on distinct keys, one shared client\n\n", h)
-		p("Latency is one TryLock+Unlock pair. *x floor* is ops/s over the protocol's floor (the fewest round trips by hand) in the same run.\n\n")
+		p("Latency is one TryLock+Unlock pair. %s *x floor* is ops/s over the protocol's floor (the fewest round trips by hand) in the same run.\n\n", w1RoundsNote(rep.Config))
 		p("| subject | role |")
 		for _, g := range rep.Config.W1Goroutines {
 			p(" %d gor. ops/s | p50 | p99 | x floor |", g)
@@ -90,7 +90,7 @@ func (rep *Report) fullTables(b *strings.Builder, h string) {
 				if _, ratio, ok := rep.baseline(r); ok {
 					x = fmt.Sprintf("%.2f", ratio)
 				}
-				p(" %s | %s | %s | %s |", rate(r.Rate), dur(r.P50), dur(r.P99), x)
+				p(" %s | %s | %s | %s |", rateSpread(r), dur(r.P50), dur(r.P99), x)
 			}
 			p("\n")
 		}
@@ -246,4 +246,20 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// w1RoundsNote says how W1's ops/s are computed.
+func w1RoundsNote(c Config) string {
+	if c.W1Rounds < 2 {
+		return ""
+	}
+	return fmt.Sprintf("Each cell runs in %d rounds, the subjects of a protocol taking turns: *ops/s* is the median of the rounds' rates, the lowest and the highest of them in brackets.", c.W1Rounds)
+}
+
+// rateSpread is r's rate and, when it has one (W1's rounds), its spread.
+func rateSpread(r Result) string {
+	if r.Rounds < 2 || r.RateHi <= 0 {
+		return rate(r.Rate)
+	}
+	return fmt.Sprintf("%s (%s-%s)", rate(r.Rate), rate(r.RateLo), rate(r.RateHi))
 }

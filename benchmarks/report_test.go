@@ -117,6 +117,7 @@ func TestCSVRoundTrip(t *testing.T) {
 	rep.Results[0].P50 = 1234567 * time.Nanosecond
 	rep.Results[0].Rate = 1234.56789
 	rep.Results[0].Elapsed = 4050505050 * time.Nanosecond
+	rep.Results[0].Rounds, rep.Results[0].RateLo, rep.Results[0].RateHi = 6, 1000.125, 1500.5
 	rep.Results[1].Err = "TryLock \"k\": a, b | c\nsecond line"
 	rep.Results[2].Note = `a note, with "quotes"`
 	b, err := rep.CSV()
@@ -135,6 +136,27 @@ func TestCSVRoundTrip(t *testing.T) {
 	}
 	if _, err := ReadCSV(strings.NewReader("# date: x\nsubject,protocol\n")); err == nil {
 		t.Error("ReadCSV took a CSV without the run line")
+	}
+}
+
+// TestMergeW1 checks that a W1 cell's rate is the median of its rounds' rates,
+// so one round slowed by other work on the machine does not move it, with the
+// lowest and highest as the spread, while counts add up.
+func TestMergeW1(t *testing.T) {
+	round := func(n int, elapsed time.Duration) Result {
+		return Result{Workload: W1, N: n, Elapsed: elapsed, Rate: float64(n) / elapsed.Seconds(),
+			samples: []time.Duration{time.Millisecond}}
+	}
+	r := mergeW1([]Result{round(1000, time.Second), round(100, time.Second), round(1200, time.Second)})
+	if r.Rate != 1000 || r.RateLo != 100 || r.RateHi != 1200 || r.Rounds != 3 || r.N != 2300 {
+		t.Errorf("mergeW1 of 1000, 100 and 1200 ops/s: rate %v (%v-%v), rounds %d, n %d; want 1000 (100-1200), 3, 2300",
+			r.Rate, r.RateLo, r.RateHi, r.Rounds, r.N)
+	}
+	if r := mergeW1([]Result{round(1000, time.Second), round(3000, time.Second)}); r.Rate != 2000 {
+		t.Errorf("mergeW1 of 1000 and 3000 ops/s: rate %v, want 2000", r.Rate)
+	}
+	if got := rateSpread(r); got != "1000 (100-1200)" {
+		t.Errorf("rateSpread = %q", got)
 	}
 }
 

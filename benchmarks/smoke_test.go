@@ -35,7 +35,8 @@ func TestSmoke(t *testing.T) {
 	s := MemlockSubjects(cfg)[0]
 	for _, g := range cfg.W1Goroutines {
 		r := RunW1Rounds(ctx, []Subject{s}, cfg, g, func(int) string { return "smoke/w1/" })[0]
-		if !r.OK() || r.N != cfg.W1Ops || r.Rate <= 0 || r.P50 <= 0 || r.P99 < r.P50 || r.Max < r.P99 {
+		if !r.OK() || r.N != cfg.W1Ops || r.Rate <= 0 || r.P50 <= 0 || r.P99 < r.P50 || r.Max < r.P99 ||
+			r.Rounds != cfg.W1Rounds || r.RateLo > r.Rate || r.Rate > r.RateHi {
 			t.Errorf("W1 with %d goroutines: %+v", g, r)
 		}
 	}

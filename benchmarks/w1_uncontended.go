@@ -3,6 +3,7 @@ package benchmarks
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,8 +11,8 @@ import (
 
 // RunW1Rounds runs W1 with g goroutines for each of subjects, which take turns
 // for cfg.W1Rounds rounds, each round with its share of cfg.W1Ops and cfg.W1Time;
-// it returns one merged Result per subject. keyPrefix(i) is the key prefix of
-// subjects[i].
+// it returns one merged Result per subject (mergeW1). keyPrefix(i) is the key
+// prefix of subjects[i].
 func RunW1Rounds(ctx context.Context, subjects []Subject, cfg Config, g int, keyPrefix func(i int) string) []Result {
 	rc := cfg
 	rc.W1Ops, rc.W1Time = cfg.W1Ops/cfg.W1Rounds, cfg.W1Time/time.Duration(cfg.W1Rounds)
@@ -26,7 +27,7 @@ func RunW1Rounds(ctx context.Context, subjects []Subject, cfg Config, g int, key
 	}
 	out := make([]Result, len(subjects))
 	for i := range subjects {
-		out[i] = merge(parts[i])
+		out[i] = mergeW1(parts[i])
 	}
 	return out
 }
@@ -121,8 +122,34 @@ func RunW1(ctx context.Context, s Subject, cfg Config, g int, keyPrefix string) 
 	return r
 }
 
-// merge combines the results of several runs of one cell (W1's rounds): counts and
-// times add up, and the percentiles are those of all the samples.
+// mergeW1 merges W1's rounds: merge's sums and percentiles, and Rate the median
+// of the rounds' rates, with their lowest and highest as the spread. A round
+// that a burst of other work on the machine slowed down (a round lasts a fraction
+// of a second for a fast subject) then moves the cell's rate, and its ratios, no
+// more than any other round does.
+func mergeW1(parts []Result) Result {
+	r := merge(parts)
+	r.Rounds = len(parts)
+	var rates []float64
+	for _, p := range parts {
+		if p.Err == "" && p.N > 0 {
+			rates = append(rates, p.Rate)
+		}
+	}
+	if len(rates) > 0 {
+		slices.Sort(rates)
+		r.RateLo, r.RateHi = rates[0], rates[len(rates)-1]
+		m := len(rates) / 2
+		r.Rate = rates[m]
+		if len(rates)%2 == 0 {
+			r.Rate = (rates[m-1] + rates[m]) / 2
+		}
+	}
+	return r
+}
+
+// merge combines the results of several runs of one cell (W1's and W2's rounds):
+// counts and times add up, and the percentiles are those of all the samples.
 func merge(parts []Result) Result {
 	if len(parts) == 0 {
 		return Result{}

@@ -34,8 +34,11 @@ type Result struct {
 	N int
 	// Elapsed is the measured time (W1, W2).
 	Elapsed time.Duration
-	// Rate is N per second of Elapsed (W1, W2, W4, W5); zero for W3.
-	Rate float64
+	// Rate is N per second of Elapsed (W2, W4, W5); for W1 the median of the
+	// rounds' rates, RateLo and RateHi the lowest and the highest of them (the
+	// spread); zero for W3.
+	Rate           float64
+	RateLo, RateHi float64
 	// P50, P99 and Max are, for W1, the latency of one TryLock+Unlock pair; for
 	// W2, the gap from an Unlock to the next acquisition (P50: the median of the
 	// rounds' p50s); for W3, the time from the kill to the waiter's acquisition
@@ -44,7 +47,7 @@ type Result struct {
 	P50, P99, Max time.Duration
 	// Gaps is the number of W2 or W4 gaps behind P50 and P99.
 	Gaps int
-	// Rounds is the number of W2's rounds; P50Lo and P50Hi are the lowest and
+	// Rounds is the number of W1's or W2's rounds; for W2, P50Lo and P50Hi are the lowest and
 	// the highest of their gap p50s: the spread.
 	Rounds       int
 	P50Lo, P50Hi time.Duration
