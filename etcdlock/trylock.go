@@ -142,6 +142,9 @@ func (l *Locker) refreshSpare(ctx context.Context, sp *leaseInfo) error {
 	if err != nil {
 		return err
 	}
+	if err := refreshedInTime(sp.expiry()); err != nil {
+		return err // it holds no key: let it expire
+	}
 	sp.at, sp.ttl = at, ttl
 	return nil
 }
