@@ -18,10 +18,10 @@ import (
 //     means expired for a second or more (or gone). The chase probes it, and
 //     learns that the lease has expired at the leader, without a refresh in
 //     between, from a chain of probes that each answer <= 0 (chaseVerdict).
-//   - The probes and the read that confirms them must come from one member at
-//     one raft term (their headers), and the read is linearizable: so the
-//     answering lessor was the cluster's (the leader of that term), not a stale
-//     leader's.
+//   - The probes and the read that confirms them must be answered at one raft
+//     term (their headers), each probe by a member whose previous answer had
+//     that term already, and the read is linearizable: so the answering lessor
+//     was the cluster's (the leader of that term), not a stale leader's.
 //   - etcdlock's holders never count a refresh whose reply came after the
 //     lease's known expiry (Renew, and TryLock's refresh of a spare): so once
 //     the leader holds the lease expired, no holder's Expires on it can move
@@ -37,12 +37,14 @@ const (
 	// chaseNarrow ends the bisection of the lease's expiry: the chain's first
 	// probe is sent within about this much after the leader's TTL drops below 1s.
 	chaseNarrow = 40 * time.Millisecond
+	// chaseStep is the longest step towards E - 1s once the bisection cannot
+	// go on: the chain's first probe comes at most this much after E - 1s.
+	chaseStep = 80 * time.Millisecond
 	// chaseLead is how long before the holder's lease would expire (its ttl from
-	// when it was seen) the chase sends its first probe.
-	chaseLead = 2500 * time.Millisecond
-	// chaseRest is the least time between two probes after one showed the lease
-	// refreshed: its holder lives, and each probe costs the leader a lookup.
-	chaseRest = 500 * time.Millisecond
+	// when it was seen) the chase sends its first probe: for a lease of 3s seen
+	// just after its grant or refresh, E then falls in the top of the first
+	// probe's window, and the bisection's probes two seconds ahead come in time.
+	chaseLead = 2900 * time.Millisecond
 )
 
 // A ttlProbe is one LeaseTimeToLive of the holder's lease.
@@ -52,15 +54,35 @@ type ttlProbe struct {
 	granted    int64     // the lease's TTL, seconds
 	member     uint64    // the member that answered
 	term       uint64    // its raft term when it answered
+	// bracketed: the member's previous answer (before p was sent) had term too,
+	// so the member's term was term throughout p, and it asked the leader of
+	// that term (or was that leader).
+	bracketed bool
 }
 
 // chaseState is what the probes so far tell of the lease's expiry E (on the
 // client's clock). lo and hi bound E assuming no refresh since they were set; they
 // only schedule the probes. Safety rests on the chain alone.
 type chaseState struct {
-	member, term uint64
-	lo, hi       time.Time  // E in [lo, hi); zero: unknown
-	chain        []ttlProbe // the probes since the last that answered >= 1, if each answered 0
+	terms  map[uint64]uint64 // by member: the term of its latest answer
+	term   uint64            // the term of the probes below
+	lo, hi time.Time         // E in [lo, hi); zero: unknown
+	chain  []ttlProbe        // the probes since the last that answered >= 1, if each answered 0
+	// calm: a probe showed the lease refreshed, so its holder was alive then;
+	// from then on the chase probes about once per period of the lease, not
+	// bisecting nor stepping, to cost a live holder's leader little.
+	calm bool
+}
+
+// saw records that member answered at term, and reports whether its previous
+// answer had that term too.
+func (c *chaseState) saw(member, term uint64) bool {
+	if c.terms == nil {
+		c.terms = make(map[uint64]uint64)
+	}
+	prev, ok := c.terms[member]
+	c.terms[member] = term
+	return ok && prev == term
 }
 
 // reset forgets what earlier probes told.
@@ -70,13 +92,14 @@ func (c *chaseState) reset() {
 
 // observe takes probe p and returns expired when the lease has expired at the
 // leader with no refresh since the chain began (the caller then confirms with a
-// linearizable read on the same member and term, and revokes), or else when to
+// linearizable read answered at the same term, and revokes), or else when to
 // send the next probe; a zero next means give up (the lease's TTL is too short
 // for the chain).
 func (c *chaseState) observe(p ttlProbe) (expired bool, next time.Time) {
-	if p.member != c.member || p.term != c.term {
+	p.bracketed = c.saw(p.member, p.term)
+	if p.term != c.term {
 		c.reset()
-		c.member, c.term = p.member, p.term
+		c.term = p.term
 	}
 	sec := time.Second
 	switch {
@@ -86,41 +109,50 @@ func (c *chaseState) observe(p ttlProbe) (expired bool, next time.Time) {
 	case p.ttl >= 1:
 		c.chain = c.chain[:0]
 		lo, hi := p.sent.Add(time.Duration(p.ttl)*sec), p.recv.Add(time.Duration(p.ttl+1)*sec)
-		rested := time.Time{}
 		if c.hi.IsZero() || !lo.Before(c.hi) || !c.lo.Before(hi) {
 			// First probe, or the lease was refreshed since the others.
-			if !c.hi.IsZero() {
-				rested = p.recv.Add(chaseRest)
-			}
+			c.calm = c.calm || !c.hi.IsZero()
 			c.lo, c.hi = lo, hi
 		} else {
 			c.lo, c.hi = later(c.lo, lo), minTime(c.hi, hi)
 		}
-		// Bisect with probes two seconds ahead, which answer 1 or 2 and never
-		// pass E - 1s; then send the chain's first probe just after E - 1s.
-		next = c.hi.Add(-sec + chaseMargin)
-		if mid := c.lo.Add(c.hi.Sub(c.lo)/2 - 2*sec); c.hi.Sub(c.lo) > chaseNarrow && !mid.Before(p.recv) {
+		// Send the chain's first probe just after E - 1s: once E is known
+		// within chaseNarrow, at hi - 1s. Until then, bisect with probes two
+		// seconds ahead of the middle, which answer 1 or 2 and so never pass
+		// E - 1s (on a lease of 3s or more: a shorter one's holder refreshes
+		// less than 2s before E); when that time has passed, step towards
+		// E - 1s from lo - 1s.
+		w := c.hi.Sub(c.lo)
+		switch mid := c.lo.Add(w/2 - 2*sec); {
+		case w <= chaseNarrow || c.calm:
+			next = c.hi.Add(-sec + chaseMargin)
+		case p.granted >= 3 && !mid.Before(p.recv):
 			next = mid
+		default:
+			next = c.lo.Add(-sec + min(w/2, chaseStep))
 		}
-		return false, later(next, rested)
+		return false, next
 	}
 	// p.ttl == 0: E < p.recv + 1s, or a refresh came after p.
 	span := time.Duration(p.granted-1)*sec - chaseMargin // the longest link of a chain
 	if span <= 0 {
 		return false, time.Time{}
 	}
-	if n := len(c.chain); n > 0 && p.recv.Sub(c.chain[n-1].sent) > span {
-		c.chain = c.chain[:0] // too long a link: start a new chain
+	if n := len(c.chain); n > 0 && p.recv.Sub(c.chain[n-1].sent) > span || !p.bracketed {
+		c.chain = c.chain[:0] // too long a link, or p's lessor unknown: start anew
+	}
+	if !p.bracketed {
+		return false, p.recv.Add(chaseStep)
 	}
 	c.chain = append(c.chain, p)
 	if chaseVerdict(c.chain) {
 		return true, time.Time{}
 	}
-	// The next probe: once E has passed, unless the chain's next link must
-	// come sooner (a lease of 2s), allowing for a round trip as slow as this one.
+	// The next probe: once E has passed, unless that would make too long a
+	// link (a lease of 2s): then halfway there.
 	next = c.chain[0].recv.Add(sec + chaseMargin)
-	if limit := p.sent.Add(span - 2*p.recv.Sub(p.sent) - chaseMargin); limit.Before(next) && limit.After(p.recv) {
-		next = limit
+	if next.Sub(p.sent) > span-2*p.recv.Sub(p.sent)-chaseMargin {
+		next = p.sent.Add(next.Sub(p.sent) / 2)
 	}
 	return false, next
 }
@@ -135,7 +167,7 @@ func later(a, b time.Time) time.Time {
 // chaseVerdict is the rule that observe applies, stated on its own for the doc
 // and the tests: the lease has expired at the leader by the time p was answered
 // when p reports a TTL <= -1, or when a chain first, ..., p of probes that each
-// report 0, all answered by one member at one term, has each link (from a probe's
+// report 0, all answered at one term (and each bracketed), has each link (from a probe's
 // sending to the next one's reply) at most granted - 1s long, and p was sent at
 // least 1s after first's reply. Proof: first's 0 means E < first.recv + 1s <= p.sent;
 // a refresh after a probe a would leave more than granted - (b.recv - a.sent) >= 1s
@@ -146,12 +178,12 @@ func chaseVerdict(chain []ttlProbe) bool {
 	}
 	p := chain[len(chain)-1]
 	if p.ttl < 0 {
-		return true
+		return p.bracketed
 	}
 	first := chain[0]
 	if !p.sent.Before(first.recv.Add(time.Second + chaseMargin)) {
 		for i, q := range chain {
-			if q.ttl != 0 || q.member != first.member || q.term != first.term {
+			if q.ttl != 0 || !q.bracketed || q.term != first.term {
 				return false
 			}
 			if i > 0 && q.recv.Sub(chain[i-1].sent) > time.Duration(q.granted-1)*time.Second-chaseMargin {
@@ -198,12 +230,12 @@ func (l *Locker) chase(kw *keyWatch, k string, lease clientv3.LeaseID, rev int64
 		l.chaseProbes.Add(1)
 		expired, at := c.observe(p)
 		if expired {
-			switch l.confirmExpired(ctx, k, lease, p) {
+			switch l.confirmExpired(ctx, &c, k, lease) {
 			case confirmRevoked, confirmGone:
 				return
 			case confirmRetry:
 				c.reset()
-				at = time.Now()
+				at = time.Now().Add(chaseStep)
 			}
 		}
 		if at.IsZero() {
@@ -232,18 +264,19 @@ func (l *Locker) probeTTL(ctx context.Context, lease clientv3.LeaseID) (ttlProbe
 const (
 	confirmRevoked = iota // revoked the lease
 	confirmGone           // the key is gone or on another lease: nothing to do
-	confirmRetry          // another member or term answered: probe again
+	confirmRetry          // answered at another term: probe again
 )
 
 // confirmExpired reads the key k linearizably and revokes lease when the read
-// was answered by the member and term of p (the probe that showed lease expired)
-// and shows the key still on lease.
-func (l *Locker) confirmExpired(ctx context.Context, k string, lease clientv3.LeaseID, p ttlProbe) int {
+// was answered at the term of the probes that showed lease expired (c.term) and
+// shows the key still on lease.
+func (l *Locker) confirmExpired(ctx context.Context, c *chaseState, k string, lease clientv3.LeaseID) int {
 	get, err := l.get(ctx, k)
 	if err != nil {
 		return confirmGone
 	}
-	if get.Header.GetMemberId() != p.member || get.Header.GetRaftTerm() != p.term {
+	c.saw(get.Header.GetMemberId(), get.Header.GetRaftTerm())
+	if get.Header.GetRaftTerm() != c.term {
 		return confirmRetry
 	}
 	if len(get.Kvs) == 0 || clientv3.LeaseID(get.Kvs[0].Lease) != lease {

@@ -20,7 +20,10 @@ import (
 // the server holds the key at least until the old Lease's Expires, also when
 // Renew fails with an unknown outcome (a lost reply), so the old Expires still
 // bounds the lease then. It returns an error wrapping ErrNotHeld when the key is
-// gone, was taken by another acquisition, or its lease expired.
+// gone, was taken by another acquisition, or its lease expired, and when the
+// reply of its refresh came at or after the Lease's Expires: a Wait may revoke a
+// lease that the leader held expired (see Failover in the package doc), so a late
+// refresh does not count.
 //
 // It first reads the key, linearizably: a member cut off from the quorum cannot
 // answer, so a holder whose client reaches only such a member cannot renew. A

@@ -134,7 +134,11 @@ func (l *Locker) runWatch(key string, kw *keyWatch, wch clientv3.WatchChan) {
 // Wait returns nil when key may be free: at once when it is not locked, else when a
 // deletion of the key (Unlock, or its lease expired) wakes it, or once the holder's
 // ttl (from when it was seen) plus a second has passed, whichever comes first. When
-// ctx ends first it returns errors.Join(ErrLocked, ctx.Err()).
+// ctx ends first it returns errors.Join(ErrLocked, ctx.Err()). While it waits, its
+// Locker probes the holder's etcd lease as its expiry nears, and revokes it once
+// the leader holds it expired (see Failover in the package doc), so that the key
+// of a holder that vanished is freed about 0.1s after its lease's expiry instead
+// of up to 0.5s.
 //
 // A deletion wakes one Wait of the Locker on the key, the one that waited longest;
 // the next one wakes when no TryLock of the key starts on the Locker within 20ms
