@@ -10,6 +10,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/faultproxy"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -141,4 +142,37 @@ func TestChaseSparesLiveHolder(t *testing.T) {
 type etcdLockerT struct {
 	l   *etcdlock.Locker
 	err error
+}
+
+// TestRenewLateRefresh: a Renew whose refresh is answered after the Lease's
+// Expires returns ErrNotHeld, although the server still held the lease and
+// refreshed it: a Wait's chase may have seen that lease expired at the leader
+// by then (and a new leader may have revived it), so a late refresh must not
+// count. The code before the chase returned a renewed Lease (with 1.2s left).
+func TestRenewLateRefresh(t *testing.T) {
+	t.Parallel()
+	p, err := faultproxy.New(etcdSrv.Addr(), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close() })
+	a := newLocker(t, newClient(t, []string{p.Addr()}, nil), nil)
+	key := "late-refresh-" + distlock.NewToken()
+	// A ttl of 1.5s on a lease of 2s: the server still holds the lease when the
+	// refresh arrives, 100ms after the Lease's Expires.
+	const ttl = 1500 * time.Millisecond
+	la, err := a.TryLock(ctxFor(t, 5*time.Second), key, ttl)
+	require.NoError(t, err)
+	// The Renew starts 200ms before Expires: its own Expires would be 1.3s
+	// after the old one.
+	start := time.NewTimer(time.Until(la.Expires.Add(-200 * time.Millisecond)))
+	<-start.C
+	p.Stall()
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Renew(ctxFor(t, 5*time.Second), la, ttl)
+		done <- err
+	}()
+	heal := time.NewTimer(time.Until(la.Expires.Add(100 * time.Millisecond)))
+	<-heal.C
+	p.Heal()
+	require.ErrorIs(t, <-done, distlock.ErrNotHeld)
 }
