@@ -16,8 +16,9 @@ import (
 //   - LeaseTimeToLive reports the leader's remaining time truncated to whole
 //     seconds: TTL k >= 1 means [k, k+1) s left, 0 means (-1, 1) s, and <= -1
 //     means expired for a second or more (or gone). The chase probes it, and
-//     learns that the lease has expired at the leader, without a refresh in
-//     between, from a chain of probes that each answer <= 0 (chaseVerdict).
+//     learns that the lease has expired at the leader from one probe that
+//     answers -1 or less, or from a chain of probes that each answer 0 and
+//     leave no room for a refresh in between (chaseVerdict).
 //   - The probes and the read that confirms them must be answered at one raft
 //     term (their headers), each probe by a member whose previous answer had
 //     that term already, and the read is linearizable: so the answering lessor
@@ -41,10 +42,11 @@ const (
 	// go on: the chain's first probe comes at most this much after E - 1s.
 	chaseStep = 80 * time.Millisecond
 	// chaseLead is how long before the holder's lease would expire (its ttl from
-	// when it was seen) the chase sends its first probe: for a lease of 3s seen
-	// just after its grant or refresh, E then falls in the top of the first
-	// probe's window, and the bisection's probes two seconds ahead come in time.
-	chaseLead = 2900 * time.Millisecond
+	// when it was seen) the chase sends its first probe: early enough for the
+	// bisection's probes two seconds ahead on a lease of 3s, and late enough
+	// that the Waits of a key handed on within half a second (distlock.Lock's
+	// usual case) send no probe.
+	chaseLead = 2500 * time.Millisecond
 )
 
 // A ttlProbe is one LeaseTimeToLive of the holder's lease.
@@ -105,7 +107,10 @@ func (c *chaseState) observe(p ttlProbe) (expired bool, next time.Time) {
 	switch {
 	case p.ttl < 0:
 		// At least a second past its expiry (or gone: the read tells).
-		return chaseVerdict([]ttlProbe{p}), time.Time{}
+		if chaseVerdict([]ttlProbe{p}) {
+			return true, time.Time{}
+		}
+		return false, p.recv.Add(chaseStep)
 	case p.ttl >= 1:
 		c.chain = c.chain[:0]
 		lo, hi := p.sent.Add(time.Duration(p.ttl)*sec), p.recv.Add(time.Duration(p.ttl+1)*sec)

@@ -100,8 +100,9 @@
 // key share and which stays for 2s after the last of them, and a Range unless a
 // TryLock of the same Locker saw the key held since the watch started; while the
 // holder's lease nears its expiry, the Waits of a Locker on a key share the
-// LeaseTimeToLive probes of Failover (about 4 when the holder is gone, then a
-// Range and a LeaseRevoke; about 2 a second while a live holder renews). Inspect: two
+// LeaseTimeToLive probes of Failover (up to about a dozen when the holder is gone,
+// then a Range and a LeaseRevoke; about 1 a second while a live holder renews),
+// none when the key is handed on within half a second. Inspect: two
 // (Range, LeaseTimeToLive).
 //
 // # Waits
@@ -142,31 +143,37 @@
 //     key still on the lease, and that no leader of a later term existed when
 //     the probes were answered (the read's quorum confirmed the term after
 //     them), so the lessor that answered was the cluster's.
-//   - A leader that holds a lease expired refuses to refresh it, but a new leader
-//     refreshes every lease that was not revoked yet (by its TTL plus an election
-//     timeout), and the revocation may apply after that, in the new term. So a
-//     holder counts a refresh only when its reply came before the lease's known
-//     expiry (Renew: the Lease's Expires, else it returns ErrNotHeld; TryLock: the
-//     spare's expiry, else it grants a new lease). The reply of a refresh that the
-//     leader answered after it held the lease expired comes after that expiry:
-//     the holder's Expires counts from before its last refresh was sent, by the
-//     ttl asked for, which is at most the lease's TTL, so it is no later than the
-//     leader's expiry (modulo the clocks' drift; see Safety assumptions), and
-//     what an earlier, stale leader refreshed the current leader's extension
-//     covers (see Faults inside the cluster). Hence,
-//     once the chase's probes show the lease expired, no acquisition on that lease
-//     (its key, or a later key on it as a spare) has an Expires past that moment or
-//     ever gets one: revoking it then, in any term and more than once, frees only
-//     what no holder may still use.
+//   - A leader that holds a lease expired refuses to refresh it (it waits for
+//     the revocation), but a new leader refreshes every lease that was not
+//     revoked yet (by its TTL plus an election timeout), and the chase's
+//     revocation may apply only after that, in the new term. So a holder counts
+//     a refresh only when its reply came before the lease's known expiry
+//     (Renew: the Lease's Expires, else it returns ErrNotHeld; TryLock: the
+//     spare's expiry, else it grants a new lease). That expiry is no later than
+//     the expiry at the leader of the probes' term: it counts from before the
+//     refresh was sent, by the ttl asked for, at most the lease's TTL (modulo
+//     the clocks' drift; see Safety assumptions), and what an earlier, stale
+//     leader refreshed, the next leader extended past (see Faults inside the
+//     cluster). So once the probes show the lease expired at time T, every
+//     refresh that counted was answered before T, and one answered after T, by
+//     that leader or a new one, comes too late to count: no acquisition on that
+//     lease (its key, or a later key on it as a spare) has an Expires past T or
+//     ever gets one, and revoking the lease then, in any term and more than
+//     once, frees only what no holder may still use.
 //
-// The cost: about 4 probes, a Range and a LeaseRevoke per vanished holder (most
-// of them bisect the lease's expiry, 2s ahead of it, so that the chain's first
-// probe comes soon after the leader's TTL drops below 1s), and 1 or 2 probes a
-// second per Locker and key while a live holder renews. The key is freed about
-// 0.1s after the lease's expiry instead of up to 0.5s (measured: W3's worst
-// failover of 3 went from 1.164-1.166 to 1.008-1.011 of the 3s ttl). A lease of 1s (the minimum TTL with an
-// election timeout of at most 666ms) cannot be chased: a 0 then cannot tell a
-// refresh from none.
+// The cost, per Locker and key that Waits wait for: the first probe goes 2.5s
+// before the holder's lease would expire, counted from when the holder was seen;
+// up to about a dozen probes, a Range and a LeaseRevoke per vanished holder (they
+// bisect the lease's expiry with probes 2s ahead of it while they can, then step
+// towards it by 80ms, so that the chain's first probe comes soon after the
+// leader's TTL drops below 1s: 11 per failover in TestChaseFreesExpiredLease),
+// and about 1 probe a second while a live holder renews. The key is freed within
+// about 0.1s after the lease's expiry instead of up to 0.5s (measured: W3's worst
+// failover of 3 went from 1.164-1.166 to 1.008-1.011 of the 3s ttl). A lease of
+// 1s (the minimum TTL with an election timeout of at most 666ms) cannot be
+// chased: a 0 then cannot tell a refresh from none. With a client of several
+// endpoints the probes may go to members whose previous answers do not bracket
+// them yet, which costs a probe or two more.
 //
 // # Loss
 //
