@@ -28,3 +28,9 @@ func (l *Locker) WatchStarted(key string) bool {
 // Waiting returns the number of Waits of key in the Locker's line that are not
 // woken yet.
 func (l *Locker) Waiting(key string) int { return l.waiters.Len(key) }
+
+// ChaseCounts returns how many LeaseTimeToLive probes the Locker's chases sent and
+// how many expired leases they revoked.
+func (l *Locker) ChaseCounts() (probes, revokes int64) {
+	return l.chaseProbes.Load(), l.chaseRevokes.Load()
+}

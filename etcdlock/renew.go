@@ -20,7 +20,10 @@ import (
 // the server holds the key at least until the old Lease's Expires, also when
 // Renew fails with an unknown outcome (a lost reply), so the old Expires still
 // bounds the lease then. It returns an error wrapping ErrNotHeld when the key is
-// gone, was taken by another acquisition, or its lease expired.
+// gone, was taken by another acquisition, or its lease expired, and when the
+// reply of its refresh came at or after the Lease's Expires: a Wait may revoke a
+// lease that the leader held expired (see Failover in the package doc), so a late
+// refresh does not count.
 //
 // It first reads the key, linearizably: a member cut off from the quorum cannot
 // answer, so a holder whose client reaches only such a member cannot renew. A
@@ -77,6 +80,9 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 		if err != nil {
 			return lease, err
 		}
+		if err := refreshedInTime(lease.Expires); err != nil {
+			return lease, err
+		}
 		// Confirm that the refreshed lease held the key after the refresh: then
 		// the server holds the key for that lease's TTL from the refresh on.
 		if kv, err = l.read(ctx, k, lease); err != nil {
@@ -120,6 +126,9 @@ func (l *Locker) renewHeld(ctx context.Context, k string, lease distlock.Lease, 
 		// a Lease this Locker did not record, so that a key that is not held
 		// gives ErrNotHeld whatever happens to the keepalives.
 		return lease, ctx.Err() != nil, err
+	}
+	if err := refreshedInTime(lease.Expires); err != nil {
+		return lease, true, err
 	}
 	// Confirm that the refreshed lease held the key after the refresh: then the
 	// server holds the key for that lease's TTL from the refresh on.
@@ -171,6 +180,22 @@ func (l *Locker) refresh(ctx context.Context, id clientv3.LeaseID) (time.Duratio
 		return 0, err
 	}
 	return time.Duration(ttl) * time.Second, nil
+}
+
+// refreshedInTime returns nil when a refresh of a lease whose known expiry is
+// bound, whose reply just came, came in time; else an error wrapping ErrNotHeld.
+// A refresh counts only when its reply came before the lease's known expiry: the
+// leader cannot have held the lease expired before the reply came (it would have
+// refused the refresh), so a Wait's chase that saw the lease expired at the
+// leader knows that no holder's Expires on it passes that moment, even if a new
+// leader revived the lease before the chase's revocation applied (see Failover in
+// the package doc). The reply that came too late cannot be told from one that a
+// revived lease gave.
+func refreshedInTime(bound time.Time) error {
+	if now := time.Now(); !now.Before(bound) {
+		return fmt.Errorf("the lease's refresh was answered %v after its Expires, too late to count: %w", now.Sub(bound), distlock.ErrNotHeld)
+	}
+	return nil
 }
 
 // renewed returns lease, or an error (not ErrNotHeld: the server holds the key)

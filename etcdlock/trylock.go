@@ -18,7 +18,9 @@ import (
 // rounded up to whole seconds. The lease is a spare of the Locker (one that an
 // Unlock released, or that a TryLock which found its key held kept) when it has
 // one of those whole seconds, else a new grant. A spare that would give the Lease
-// less than ttl minus a tenth of ttl (at most a second) is refreshed first. The
+// less than ttl minus a tenth of ttl (at most a second) is refreshed first (a
+// refresh answered after the spare's expiry does not count: TryLock then grants
+// a lease; see Failover in the package doc). The
 // Lease's Expires is the call's start plus ttl, or the lease's expiry (the time
 // taken before the request that last set its TTL, plus that TTL) if that comes
 // first. It returns an error wrapping ErrLocked when another lease holds the key;
@@ -141,6 +143,9 @@ func (l *Locker) refreshSpare(ctx context.Context, sp *leaseInfo) error {
 	ttl, err := l.refresh(ctx, sp.id)
 	if err != nil {
 		return err
+	}
+	if err := refreshedInTime(sp.expiry()); err != nil {
+		return err // it holds no key: let it expire
 	}
 	sp.at, sp.ttl = at, ttl
 	return nil

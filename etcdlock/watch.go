@@ -19,6 +19,7 @@ const watchIdle = 2 * time.Second
 // A keyWatch is the watch of one key that the Waits of a Locker share. Its
 // goroutine records the key's deletions; l.mu guards its fields.
 type keyWatch struct {
+	ctx     context.Context // the watch's: it ends with the watch
 	cancel  context.CancelFunc
 	ready   chan struct{} // closed once the watch started (created is set) or failed (err)
 	created int64         // the revision at which the watch started: it sees every later event
@@ -28,6 +29,7 @@ type keyWatch struct {
 	refs    int           // Waits that use it
 	idle    *time.Timer   // closes it when it has had no Wait for watchIdle
 	done    chan struct{} // closed when its goroutine has returned
+	chasing bool          // a chase of the holder's lease runs (chase.go)
 }
 
 // watch returns the watch of key (the etcd key k), starting it if needed, and
@@ -44,7 +46,7 @@ func (l *Locker) watch(key, k string) *keyWatch {
 		// The watch outlives the Wait that starts it: it gets a context of its own,
 		// ended by its idle timer, when the client is closed, or by Close.
 		ctx, cancel := l.background()
-		kw = &keyWatch{cancel: cancel, ready: make(chan struct{}), ended: make(chan struct{}), done: make(chan struct{})}
+		kw = &keyWatch{ctx: ctx, cancel: cancel, ready: make(chan struct{}), ended: make(chan struct{}), done: make(chan struct{})}
 		l.watches[key] = kw
 		// From the store's current revision: etcd serves a watch from an earlier
 		// one ("unsynced") from a loop that runs every 100ms, which would delay
@@ -132,7 +134,11 @@ func (l *Locker) runWatch(key string, kw *keyWatch, wch clientv3.WatchChan) {
 // Wait returns nil when key may be free: at once when it is not locked, else when a
 // deletion of the key (Unlock, or its lease expired) wakes it, or once the holder's
 // ttl (from when it was seen) plus a second has passed, whichever comes first. When
-// ctx ends first it returns errors.Join(ErrLocked, ctx.Err()).
+// ctx ends first it returns errors.Join(ErrLocked, ctx.Err()). While it waits, its
+// Locker probes the holder's etcd lease as its expiry nears, and revokes it once
+// the leader holds it expired (see Failover in the package doc), so that the key
+// of a holder that vanished is freed about 0.1s after its lease's expiry instead
+// of up to 0.5s.
 //
 // A deletion wakes one Wait of the Locker on the key, the one that waited longest;
 // the next one wakes when no TryLock of the key starts on the Locker within 20ms
@@ -206,15 +212,17 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 	}
 
 	var (
-		seen time.Time // when the holder was seen
-		secs int64     // the holder's ttl in whole seconds; 0: no lease
+		seen  time.Time        // when the holder was seen
+		secs  int64            // the holder's ttl in whole seconds; 0: no lease
+		lease clientv3.LeaseID // the holder's etcd lease
+		rev   int64            // a revision at which the holder held the key
 	)
 	if s, ok := l.sightingOf(key); ok && s.rev >= created {
 		// The watch saw every deletion after the sighting.
 		if lastDel > s.rev {
 			return nil
 		}
-		seen, secs = s.at, s.secs
+		seen, secs, lease, rev = s.at, s.secs, clientv3.LeaseID(s.lease), s.rev
 		if s.lease == 0 {
 			secs = 0
 		}
@@ -235,8 +243,12 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 		if kv := get.Kvs[0]; kv.Lease != 0 {
 			secs, _ = parseValue(kv.Value)
 			secs = max(secs, 1)
+			lease, rev = clientv3.LeaseID(kv.Lease), get.Header.Revision
 		}
 	}
+	// Free the key as soon as the leader holds the holder's lease expired, if its
+	// holder stops refreshing it (chase.go).
+	l.startChase(kw, k, lease, rev, secs, seen)
 	// The holder's lease ends within its ttl, unless the server raised the TTL to
 	// its minimum or the holder renewed it: then Wait returns early, and the
 	// caller's next TryLock tells. etcd deletes the key of an expired lease, which

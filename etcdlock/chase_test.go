@@ -1,0 +1,178 @@
+package etcdlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/etcdlock"
+	"github.com/distlock/distlock/faultproxy"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// afterLessorCheck returns just after etcd's leader ran its periodic check of
+// expired leases (every 500ms), so that a lease granted now expires just after a
+// check, and the server alone would revoke it almost 500ms after its expiry.
+func afterLessorCheck(t *testing.T, cli *clientv3.Client) {
+	t.Helper()
+	ctx := ctxFor(t, 10*time.Second)
+	g, err := cli.Grant(ctx, 1)
+	require.NoError(t, err)
+	k := fmt.Sprintf("chase-tick/%s/%d", t.Name(), g.ID)
+	wch := cli.Watch(ctx, k, clientv3.WithFilterPut())
+	_, err = cli.Put(ctx, k, "", clientv3.WithLease(g.ID))
+	require.NoError(t, err)
+	for resp := range wch {
+		require.NoError(t, resp.Err())
+		if len(resp.Events) > 0 {
+			return
+		}
+	}
+	t.Fatal("the watch of the tick key ended")
+}
+
+// TestChaseFreesExpiredLease: a holder's lease that is not refreshed (its client
+// vanished) is freed for a waiting Lock within a margin well under the leader's
+// 500ms expiry check after the holder's Expires, even when the lease expires just
+// after a check (the server alone frees it almost 500ms later: this test fails on
+// the code before the chase).
+func TestChaseFreesExpiredLease(t *testing.T) {
+	t.Parallel()
+	const ttl = 3 * time.Second
+	const margin = 300 * time.Millisecond
+	cli := newClient(t, []string{etcdSrv.Addr()}, nil)
+	w := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
+	for trial := range 2 {
+		h := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
+		key := fmt.Sprintf("chase-expired-%d", trial)
+		afterLessorCheck(t, cli)
+		held, err := h.TryLock(ctxFor(t, 5*time.Second), key, ttl)
+		require.NoError(t, err)
+		// The holder never renews: its keepalives stopped.
+		ctx, cancel := context.WithDeadline(t.Context(), held.Expires.Add(margin))
+		got, err := distlock.Lock(ctx, w, key, ttl, nil)
+		at := time.Now()
+		cancel()
+		require.NoError(t, err, "trial %d: the waiter did not acquire within %v after the holder's Expires", trial, margin)
+		require.Greater(t, got.Fence, held.Fence)
+		require.False(t, at.Before(held.Expires), "trial %d: acquired before the holder's Expires", trial)
+		t.Logf("trial %d: acquired %v after the holder's Expires", trial, at.Sub(held.Expires))
+		require.NoError(t, w.Unlock(ctxFor(t, 5*time.Second), got))
+	}
+	probes, revokes := w.ChaseCounts()
+	t.Logf("probes %d, revokes %d", probes, revokes)
+	require.Positive(t, revokes)
+}
+
+// TestChaseSparesLiveHolder: a holder that keeps renewing, late in each ttl so
+// that the leader's TTL drops below a second between renewals, is never revoked
+// by the chases of waiters that wait for several ttls: no waiter acquires, every
+// Renew succeeds, and the holder's fence stays the key's.
+func TestChaseSparesLiveHolder(t *testing.T) {
+	t.Parallel()
+	for _, ttl := range []time.Duration{2 * time.Second, 3 * time.Second} {
+		t.Run(ttl.String(), func(t *testing.T) {
+			t.Parallel()
+			h := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
+			key := "chase-live-" + ttl.String()
+			lease, err := h.TryLock(ctxFor(t, 5*time.Second), key, ttl)
+			require.NoError(t, err)
+			waitFor := 4 * ttl
+			deadline := time.Now().Add(waitFor)
+
+			var wg sync.WaitGroup
+			waiters := []*etcdLockerT{}
+			for range 2 {
+				waiters = append(waiters, &etcdLockerT{l: newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)})
+			}
+			for _, w := range waiters {
+				wg.Go(func() {
+					ctx, cancel := context.WithDeadline(t.Context(), deadline)
+					defer cancel()
+					got, err := distlock.Lock(ctx, w.l, key, ttl, nil)
+					if err == nil {
+						w.err = fmt.Errorf("a waiter acquired %q (fence %d) while its holder renewed", key, got.Fence)
+						_ = w.l.Unlock(context.Background(), got)
+						return
+					}
+					if !errors.Is(err, distlock.ErrLocked) || !errors.Is(err, context.DeadlineExceeded) {
+						w.err = fmt.Errorf("Lock: %w", err)
+					}
+				})
+			}
+			// Renew when three quarters of the ttl have passed: the leader's TTL is
+			// below a second for the last part of each period.
+			renewals := 0
+			for time.Now().Before(deadline) {
+				timer := time.NewTimer(time.Until(lease.Expires.Add(-ttl / 4)))
+				<-timer.C
+				next, err := h.Renew(ctxFor(t, ttl/4), lease, ttl)
+				require.NoError(t, err, "renewal %d", renewals)
+				require.Equal(t, lease.Fence, next.Fence)
+				lease = next
+				renewals++
+			}
+			wg.Wait()
+			for _, w := range waiters {
+				require.NoError(t, w.err)
+			}
+			holder, err := h.Inspect(ctxFor(t, 5*time.Second), key)
+			require.NoError(t, err)
+			require.Equal(t, lease.Fence, holder.Fence)
+			_, err = h.Renew(ctxFor(t, 5*time.Second), lease, ttl)
+			require.NoError(t, err)
+			var probes, revokes int64
+			for _, w := range waiters {
+				p, r := w.l.ChaseCounts()
+				probes, revokes = probes+p, revokes+r
+			}
+			t.Logf("%d renewals; waiters' probes %d, revokes %d", renewals, probes, revokes)
+			require.Positive(t, probes, "the waiters never probed the holder's lease")
+			require.Zero(t, revokes)
+			require.NoError(t, h.Unlock(ctxFor(t, 5*time.Second), lease))
+		})
+	}
+}
+
+type etcdLockerT struct {
+	l   *etcdlock.Locker
+	err error
+}
+
+// TestRenewLateRefresh: a Renew whose refresh is answered after the Lease's
+// Expires returns ErrNotHeld, although the server still held the lease and
+// refreshed it: a Wait's chase may have seen that lease expired at the leader
+// by then (and a new leader may have revived it), so a late refresh must not
+// count. The code before the chase returned a renewed Lease (with 1.2s left).
+func TestRenewLateRefresh(t *testing.T) {
+	t.Parallel()
+	p, err := faultproxy.New(etcdSrv.Addr(), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close() })
+	a := newLocker(t, newClient(t, []string{p.Addr()}, nil), nil)
+	key := "late-refresh-" + distlock.NewToken()
+	// A ttl of 1.5s on a lease of 2s: the server still holds the lease when the
+	// refresh arrives, 100ms after the Lease's Expires.
+	const ttl = 1500 * time.Millisecond
+	la, err := a.TryLock(ctxFor(t, 5*time.Second), key, ttl)
+	require.NoError(t, err)
+	// The Renew starts 200ms before Expires: its own Expires would be 1.3s
+	// after the old one.
+	start := time.NewTimer(time.Until(la.Expires.Add(-200 * time.Millisecond)))
+	<-start.C
+	p.Stall()
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Renew(ctxFor(t, 5*time.Second), la, ttl)
+		done <- err
+	}()
+	heal := time.NewTimer(time.Until(la.Expires.Add(100 * time.Millisecond)))
+	<-heal.C
+	p.Heal()
+	require.ErrorIs(t, <-done, distlock.ErrNotHeld)
+}
