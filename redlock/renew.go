@@ -24,6 +24,12 @@ import (
 // answered, the round took longer than the validity) leaves the lease's state unknown;
 // the old Expires still bounds it. Renew never re-takes a node whose lock is gone: a
 // lease that lapsed stays dead. Every error is an *distlock.OpError.
+//
+// Concurrent Renews of one Locker (distlock.Hold with many leases) go out in
+// batches, one call per node per batch (see renewbatch.go): a Renew that comes
+// while a batch is in flight waits for it, then goes in the next one, whose nodes
+// each get NodeTimeout(ttl) from when it is sent. If ctx ends while the Renew waits,
+// it returns at once and is not sent.
 func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
 	start := time.Now() // before anything else: Expires counts from here
 	if err := l.group.Enter(); err != nil {
