@@ -39,8 +39,9 @@ func evalCalls(t *testing.T, c redis.UniversalClient) int64 {
 // master is slow (stopped, then continued) cost one goroutine each, their
 // callers', not one per renewal and master waiting in a queue (five per renewal
 // before: what the W5 cell's heap and goroutines per lease grew with on a loaded
-// machine); and once the masters answer, each runs a few renewal scripts (one
-// call per batch, not one per renewal).
+// machine); once the masters answer, each runs a few renewal scripts (one call
+// per batch, not one per renewal); and each Renew allocates about 32 times, its
+// test goroutine included (190 before).
 func TestRenewSlowMasters(t *testing.T) {
 	const leases, ttl = 400, time.Minute
 	l := newLocker(t, &redlock.Options{NodeTimeout: 10 * time.Second})
@@ -67,6 +68,8 @@ func TestRenewSlowMasters(t *testing.T) {
 	// The Locker's idle workers end after a while (redisx's workerIdle).
 	require.Eventually(t, func() bool { return runtime.NumGoroutine() <= gStart+20 }, 30*time.Second, time.Millisecond)
 	g0 := runtime.NumGoroutine()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
 	for _, s := range nodes {
 		s.Pause(t)
 	}
@@ -88,8 +91,13 @@ func TestRenewSlowMasters(t *testing.T) {
 		s.Resume(t)
 	}
 	<-done
-	t.Logf("%d Renews in flight on stopped masters: %d goroutines more at the peak", leases, peak)
+	runtime.ReadMemStats(&m1)
+	allocs := float64(m1.Mallocs-m0.Mallocs) / leases
+	t.Logf("%d Renews in flight on stopped masters: %d goroutines more at the peak, %.1f allocations per Renew", leases, peak, allocs)
 	require.Less(t, peak, leases+leases/2, "goroutines of %d Renews waiting for slow masters", leases)
+	if !raceEnabled { // the race detector allocates more
+		require.Less(t, allocs, 60.0, "allocations per Renew (the test's goroutine included)")
+	}
 	for i, raw := range raws {
 		// INFO is no script: every call counted is a renewal's.
 		n := evalCalls(t, raw) - calls[i]
