@@ -19,9 +19,11 @@ import (
 // one fan-out (five goroutines and five calls) per batch, not per renewal, and a
 // waiting Renew is its caller's goroutine and a small record. A node that answers
 // no batch in time leaves one call per batch behind it, not one per renewal; a
-// Renew whose context ends while it waits leaves the line unsent; and a Renew that
-// failed (Hold tries again soon) has nothing left in flight to duplicate when it
-// tries again: its batch has ended before it returns.
+// Renew whose context ends while it waits returns at once and is not sent (unless
+// its batch was taken already); and a Renew that failed (Hold tries again soon)
+// returns only once its batch's fan-out has ended, so its retry never waits in the
+// line beside it: a master that is slow gets at most one batch call at a time from
+// the line, plus those that it has not answered yet.
 
 // renewals is the line of a Locker's Renews.
 type renewals struct {
@@ -153,8 +155,8 @@ func (l *Locker) renewBatch(ctx context.Context, batch []*renewal) [][]reply[boo
 }
 
 // decidedBatch is the enough of a batch's fan-out: it reports whether the answers
-// so far decide the outcome of each of the batch's leases renewals, as decidedBool
-// decides one.
+// so far decide the outcome of every one of the batch's leases renewals, as
+// decidedBool decides one Renew's.
 func (l *Locker) decidedBatch(res []reply[[]bool], leases int) bool {
 	q, n := l.quorum, len(l.nodes)
 	failed := 0
