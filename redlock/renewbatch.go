@@ -6,14 +6,17 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/distlock/distlock/internal/redisx"
 )
 
 // The Renews of a Locker go out in batches: while one batch is in flight, the
-// Renews that come wait, and the next batch takes all of them in one fan-out, one
-// call per node (a pipeline of renewManyScript calls of up to 256 leases each,
-// internal/redisx's Node.RenewMany). A lone Renew is a batch of one, sent on its
-// caller's goroutine with its caller's context; a later batch runs on a goroutine of
-// l.group, which sends the next one, and the next, until none waits.
+// Renews that come wait, and the next batch takes them (the oldest maxRenewBatch)
+// in one fan-out, one call per node (a pipeline of renewManyScript calls of up to
+// 256 leases each, internal/redisx's Node.RenewMany). A lone Renew is a batch of
+// one, sent on its caller's goroutine with its caller's context; a later batch runs
+// on a goroutine of l.group, which sends the next one, and the next, until none
+// waits.
 //
 // So what a renewal in flight costs does not grow with the leases renewed at once:
 // one fan-out (five goroutines and five calls) per batch, not per renewal, and a
@@ -25,11 +28,19 @@ import (
 // line beside it: a master that is slow gets at most one batch call at a time from
 // the line, plus those that it has not answered yet.
 
+// maxRenewBatch bounds the Renews of one batch (four renewManyScript calls per
+// node): the renewals that waited while the masters were slow go out in several
+// batches, oldest first, each small enough for a loaded master to answer within the
+// node timeout, rather than in one that takes it longer, fails as a whole, and comes
+// back as large with the retries (seen: every lease of 10,000 lost on a loaded
+// machine, none with the bound).
+const maxRenewBatch = 4 * redisx.RenewManyMax
+
 // renewals is the line of a Locker's Renews.
 type renewals struct {
 	mu      sync.Mutex
 	busy    bool       // a batch is in flight
-	pending []*renewal // the next batch
+	pending []*renewal // the Renews that wait, oldest first
 }
 
 // A renewal is one Renew in the line.
@@ -84,19 +95,25 @@ func (l *Locker) renewNext() {
 	}
 }
 
-// take returns the Renews that wait and are still waited for, or nil, and then
-// marks the line idle.
+// take returns the next batch: the oldest maxRenewBatch of the Renews that wait and
+// are still waited for; or nil, and then it marks the line idle.
 func (rs *renewals) take() []*renewal {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	batch := rs.pending[:0]
-	for _, r := range rs.pending {
-		if r.state.Load() == pending {
+	var batch []*renewal
+	k := 0
+	for ; k < len(rs.pending) && len(batch) < maxRenewBatch; k++ {
+		if r := rs.pending[k]; r.state.Load() == pending {
 			batch = append(batch, r)
 		}
 	}
-	clear(rs.pending[len(batch):])
-	rs.pending = nil
+	if k == len(rs.pending) {
+		rs.pending = nil
+	} else {
+		rest := make([]*renewal, len(rs.pending)-k)
+		copy(rest, rs.pending[k:])
+		rs.pending = rest
+	}
 	if len(batch) == 0 {
 		rs.busy = false
 		return nil
