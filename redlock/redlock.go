@@ -40,6 +40,7 @@ type Locker struct {
 	views        views         // what the Locker knows of each waited key's holders
 	readers      readers       // which Wait of each key reads its messages (readers.go)
 	flights      flights       // one attempt per key in flight (flight.go)
+	renewals     renewals      // the Renews that wait for the next batch (renewbatch.go)
 	id           string        // the Locker's ID in the keys' turns (turns.go)
 	idArg        any           // id, as a script argument (converted once)
 	turnTimeout  time.Duration // see defaultTurnTimeout

@@ -24,6 +24,12 @@ import (
 // answered, the round took longer than the validity) leaves the lease's state unknown;
 // the old Expires still bounds it. Renew never re-takes a node whose lock is gone: a
 // lease that lapsed stays dead. Every error is an *distlock.OpError.
+//
+// Concurrent Renews of one Locker (distlock.Hold with many leases) go out in
+// batches, one call per node per batch (see renewbatch.go): a Renew that comes
+// while a batch is in flight waits for it, then goes in the next one, whose nodes
+// each get NodeTimeout(ttl) from when it is sent. If ctx ends while the Renew waits,
+// it returns at once and is not sent.
 func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
 	start := time.Now() // before anything else: Expires counts from here
 	if err := l.group.Enter(); err != nil {
@@ -50,15 +56,17 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	n := l.names(lease.Key)
 	ms := redisx.Millis(ttl)
 	expires := start.Add(ttl - l.Drift(ttl))
-	ours := redisx.Ours(lease.Token)
-	res := fanout(ctx, l, nil, l.NodeTimeout(ttl), func(ctx context.Context, i int) (bool, error) {
-		if !ours { // a token with '|' is none of ours: it owns nothing
-			return false, nil
+	var res []reply[bool]
+	if redisx.Ours(lease.Token) {
+		// Concurrent Renews of this Locker go out in batches (renewbatch.go).
+		res = l.renewOn(ctx, &renewal{lock: n.Lock, token: lease.Token, ms: ms, nt: l.NodeTimeout(ttl)})
+	} else {
+		// A token with '|' is none of ours: it owns nothing, on any node.
+		res = make([]reply[bool], len(l.nodes))
+		for i := range res {
+			res[i] = reply[bool]{ran: true, answered: true}
 		}
-		// Concurrent Renews of this Locker share one pipeline per node
-		// (redisx.Node.RunShared); each gets its own reply.
-		return l.nodes[i].RenewShared(ctx, n.Lock, lease.Token, ms)
-	}, nil, l.decidedBool, true)
+	}
 	var extended []int
 	notHeld := 0
 	for i, r := range res {

@@ -167,3 +167,54 @@ type manyCall struct {
 // renewManyMax bounds the leases of one renewManyScript call: the server runs
 // nothing else while a script runs (3 commands per lease).
 const renewManyMax = 256
+
+// RenewManyMax is the most leases that one renewManyScript call of RenewMany renews.
+const RenewManyMax = renewManyMax
+
+// RenewMany renews many locks on a standalone node (SetStandalone) in one
+// pipeline of renewManyScript calls of up to renewManyMax locks each: keys[i] is a
+// lock, args[2i] its token and args[2i+1] its ttl in ms (as MillisArg), and each lock
+// is extended as Renew extends it (never shortened). It reports, per lock, whether
+// its token owns it. keys and args are only read: a caller may pass the same ones
+// to every node. A chunk whose script the server lacks runs again with EVAL; an
+// error of any chunk is the call's. The caller checks Ours of each token first.
+func (n *Node) RenewMany(ctx context.Context, keys []string, args []any) ([]bool, error) {
+	if len(args) != 2*len(keys) {
+		return nil, fmt.Errorf("redisx: RenewMany: %d arguments for %d keys", len(args), len(keys))
+	}
+	chunk := func(k int) ([]string, []any) {
+		hi := min(len(keys), k+renewManyMax)
+		return keys[k:hi], args[2*k : 2*hi]
+	}
+	cmds := make([]*redis.Cmd, 0, (len(keys)+renewManyMax-1)/renewManyMax)
+	if len(keys) <= renewManyMax {
+		cmds = append(cmds, n.Run(ctx, renewManyScript, keys, args...))
+	} else {
+		p := n.Client.Pipeline()
+		for k := 0; k < len(keys); k += renewManyMax {
+			ks, as := chunk(k)
+			cmds = append(cmds, renewManyScript.EvalSha(ctx, p, ks, as...))
+		}
+		_, _ = p.Exec(ctx)
+	}
+	ok := make([]bool, len(keys))
+	for c, cmd := range cmds {
+		k := c * renewManyMax
+		ks, as := chunk(k)
+		if IsNoScript(cmd.Err()) {
+			cmd = n.Run(ctx, renewManyScript, ks, as...)
+		}
+		v, err := cmd.Slice()
+		if err == nil && len(v) != len(ks) {
+			err = fmt.Errorf("unexpected reply of %d values to %d renewals", len(v), len(ks))
+		}
+		if err != nil {
+			return nil, err
+		}
+		for i, x := range v {
+			r, _ := x.(int64)
+			ok[k+i] = r == 1
+		}
+	}
+	return ok, nil
+}
