@@ -41,12 +41,14 @@
 //     a lock) on every master and needs a quorum; Unlock deletes them (owner-checked) on every master and
 //     publishes the release (the SHA-1 of the token); Wait subscribes to that
 //     release on every master. Concurrent Renews of one Locker (distlock.Hold with
-//     many leases) share round trips: while one Renew's script is in flight on a
-//     master, the others queue and go out in the next pipeline to that master
-//     (internal/redisx's RunShared) as one multi-key script per 256 leases, with a
-//     reply per lease, so every lease's quorum is counted from its own answers
+//     many leases) share round trips: while one batch of Renews is in flight, the
+//     others wait and go out in the next batch (up to 1,024, oldest first:
+//     renewbatch.go): one fan-out, and on each master one pipeline of multi-key
+//     scripts of 256 leases (internal/redisx's Node.RenewMany), with a reply per
+//     lease, so every lease's quorum is counted from its own answers
 //     (TestRenewShared: 1,000 concurrent Renews cost each master about 0.01 reads
-//     per renewal, not 0.8).
+//     per renewal, not 0.8; TestRenewSlowMasters: 400 Renews while every master
+//     is stopped cost 3 scripts per master once they resume, not 400).
 //
 // TryLock returns distlock.ErrLocked only when other owners' locks on the masters
 // that answered kept the attempt from a quorum those masters could have given; when

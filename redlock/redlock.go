@@ -96,7 +96,6 @@ func New(clients []redis.UniversalClient, opts *Options) (*Locker, error) {
 			name = fmt.Sprintf("node %d (%s)", i, rc.Options().Addr)
 		}
 		node := redisx.NewNode(c, i, name, o.NodeTimeout, o.hub)
-		node.SetStandalone() // checkClient rejects Cluster and Ring clients
 		l.nodes = append(l.nodes, node)
 		l.all = append(l.all, i)
 	}

@@ -21,17 +21,7 @@ type Node struct {
 	ms     atomic.Pointer[boxedMillis] // the last ttl argument, boxed
 	shared sharedQueue                 // RunShared's
 	group  *Group                      // RunShared's workers (see SetGroup); nil: none
-	// many: the node is one standalone server, so a batch of RenewShared calls
-	// goes as one multi-key script (see SetStandalone).
-	many bool
 }
-
-// SetStandalone tells n that its client reaches one standalone server (not a
-// Cluster, whose keys of one script must share a slot): a batch of RenewShared calls
-// then runs as one script per renewManyMax leases (renewManyScript) rather than one
-// script per lease, which spares the server a command per lease and the client a
-// command object per lease. Call it before n is used.
-func (n *Node) SetStandalone() { n.many = true }
 
 // boxedMillis is a ttl in milliseconds and the same as a script argument.
 type boxedMillis struct {
@@ -84,95 +74,35 @@ func (n *Node) PTTL(ctx context.Context, lock string) (time.Duration, error) {
 
 // runBatch sends batch in one pipeline and sets each one's result (v, err); it
 // wakes none of them. A script that the server does not have is run again on
-// its own (Run falls back to EVAL). On a standalone node (SetStandalone) the
-// renewals of the batch go as renewManyScript calls.
+// its own (Run falls back to EVAL).
 func (n *Node) runBatch(ctx context.Context, batch []*sharedReq) {
 	if len(batch) == 1 { // a plain call costs less than a pipeline of one
 		r := batch[0]
 		r.v, r.err = n.Run(ctx, r.s, r.keys, r.args...).Result()
 		return
 	}
-	many := func(r *sharedReq) bool { return false }
-	if n.many {
-		renews := 0
-		for _, r := range batch {
-			if r.s == renewScript {
-				renews++
-			}
-		}
-		if renews > 1 {
-			many = func(r *sharedReq) bool { return r.s == renewScript }
-		}
-	}
 	p := n.Client.Pipeline()
-	var cmds []*redis.Cmd
-	var renews []*sharedReq
-	for _, r := range batch {
-		if many(r) {
-			renews = append(renews, r)
-			continue
-		}
-		cmds = append(cmds, r.s.EvalSha(ctx, p, r.keys, r.args...))
-	}
-	var calls []manyCall
-	for rest := renews; len(rest) > 0; {
-		k := min(len(rest), renewManyMax)
-		c := manyCall{reqs: rest[:k], keys: make([]string, k), args: make([]any, 0, 2*k)}
-		for i, r := range c.reqs {
-			c.keys[i] = r.keys[0]
-			c.args = append(c.args, r.args...)
-		}
-		c.cmd = renewManyScript.EvalSha(ctx, p, c.keys, c.args...)
-		calls = append(calls, c)
-		rest = rest[k:]
+	cmds := make([]*redis.Cmd, len(batch))
+	for i, r := range batch {
+		cmds[i] = r.s.EvalSha(ctx, p, r.keys, r.args...)
 	}
 	_, _ = p.Exec(ctx)
-	ci := 0
-	for _, r := range batch {
-		if many(r) {
-			continue
-		}
-		cmd := cmds[ci]
-		ci++
+	for i, r := range batch {
+		cmd := cmds[i]
 		if IsNoScript(cmd.Err()) {
 			cmd = n.Run(ctx, r.s, r.keys, r.args...)
 		}
 		r.v, r.err = cmd.Result()
 	}
-	for _, c := range calls {
-		cmd := c.cmd
-		if IsNoScript(cmd.Err()) {
-			cmd = n.Run(ctx, renewManyScript, c.keys, c.args...)
-		}
-		v, err := cmd.Slice()
-		if err == nil && len(v) != len(c.reqs) {
-			err = fmt.Errorf("unexpected reply of %d values to %d renewals", len(v), len(c.reqs))
-		}
-		for i, r := range c.reqs {
-			if r.err = err; err == nil {
-				r.v = v[i]
-			}
-		}
-	}
 }
 
-// A manyCall is one renewManyScript call of a batch and the calls it answers.
-type manyCall struct {
-	reqs []*sharedReq
-	keys []string
-	args []any
-	cmd  *redis.Cmd
-}
+// RenewManyMax bounds the leases of one renewManyScript call of RenewMany: the
+// server runs nothing else while a script runs (3 commands per lease).
+const RenewManyMax = 256
 
-// renewManyMax bounds the leases of one renewManyScript call: the server runs
-// nothing else while a script runs (3 commands per lease).
-const renewManyMax = 256
-
-// RenewManyMax is the most leases that one renewManyScript call of RenewMany renews.
-const RenewManyMax = renewManyMax
-
-// RenewMany renews many locks on a standalone node (SetStandalone) in one
-// pipeline of renewManyScript calls of up to renewManyMax locks each: keys[i] is a
+// RenewMany renews many locks on a standalone node (not a Cluster, whose keys of
+// one script must share a slot) in one pipeline of renewManyScript calls of up to
+// RenewManyMax locks each: keys[i] is a
 // lock, args[2i] its token and args[2i+1] its ttl in ms (as MillisArg), and each lock
 // is extended as Renew extends it (never shortened). It reports, per lock, whether
 // its token owns it. keys and args are only read: a caller may pass the same ones
@@ -183,15 +113,15 @@ func (n *Node) RenewMany(ctx context.Context, keys []string, args []any) ([]bool
 		return nil, fmt.Errorf("redisx: RenewMany: %d arguments for %d keys", len(args), len(keys))
 	}
 	chunk := func(k int) ([]string, []any) {
-		hi := min(len(keys), k+renewManyMax)
+		hi := min(len(keys), k+RenewManyMax)
 		return keys[k:hi], args[2*k : 2*hi]
 	}
-	cmds := make([]*redis.Cmd, 0, (len(keys)+renewManyMax-1)/renewManyMax)
-	if len(keys) <= renewManyMax {
+	cmds := make([]*redis.Cmd, 0, (len(keys)+RenewManyMax-1)/RenewManyMax)
+	if len(keys) <= RenewManyMax {
 		cmds = append(cmds, n.Run(ctx, renewManyScript, keys, args...))
 	} else {
 		p := n.Client.Pipeline()
-		for k := 0; k < len(keys); k += renewManyMax {
+		for k := 0; k < len(keys); k += RenewManyMax {
 			ks, as := chunk(k)
 			cmds = append(cmds, renewManyScript.EvalSha(ctx, p, ks, as...))
 		}
@@ -199,7 +129,7 @@ func (n *Node) RenewMany(ctx context.Context, keys []string, args []any) ([]bool
 	}
 	ok := make([]bool, len(keys))
 	for c, cmd := range cmds {
-		k := c * renewManyMax
+		k := c * RenewManyMax
 		ks, as := chunk(k)
 		if IsNoScript(cmd.Err()) {
 			cmd = n.Run(ctx, renewManyScript, ks, as...)
