@@ -98,7 +98,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 			_, _ = l.releaseOn(cctx, e.i, newReleaseCall(n, token))
 		}
 	}
-	seen := l.peek(n.Channel) // for a Wait that follows (sighting.go)
+	seen := l.peek(n) // for a Wait that follows (sighting.go)
 	mode := l.turnMode(key, seen)
 	// The script's keys and arguments, built once for all the nodes.
 	call := acquireCall{
@@ -169,7 +169,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 	if len(locked) < l.quorum {
 		err := l.noQuorum(ctx, key, res, locked, held)
 		if errors.Is(err, distlock.ErrLocked) {
-			l.saw(n.Channel, seen, res, held)
+			l.saw(n, seen, res, held)
 			l.queued(key, mode != turnNone)
 			if mode != turnNone {
 				digests := make([]string, 0, len(held))

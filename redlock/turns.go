@@ -20,19 +20,38 @@ import (
 // finds the key held, and, when it fails for contention, on those where it releases
 // its own locks; one that takes a master's lock removes its Locker there, or puts
 // it at the end when the Locker has more waiters on the key. A TryLock of a Locker
-// that does not wait on the key leaves the turns alone. Unlock's release
-// (releaseTurnScript) takes the first Locker out of every master's turns and names
-// it in the release: "<digest>|<Locker ID>"; an Unlock by a Locker with no waiters
-// left on the key first takes that Locker out.
+// that does not wait on the key leaves the turns alone. A Wait's read of the locks
+// (waitScript) adds its Locker too, on the masters where it finds the key held, so
+// that a Locker whose TryLock came before its Waits subscribed is in the turns as
+// well. Unlock's release (releaseTurnScript) takes the first Locker out of every
+// master's turns and names it in the release: "<digest>|<Locker ID>"; an Unlock by a
+// Locker with no waiters left on the key first takes that Locker out.
 //
-// A Locker whose last TryLock of the key added it to the turns (it is queued) then
-// wakes its first waiter only on a release that names it, or on a release that
-// names nobody (the turns are empty: they expired, or every Locker had its turn).
-// On a release that names another Locker it stays asleep, and wakes after 50ms
-// (defaultTurnTimeout) unless another release comes meanwhile: the Locker named may
-// have no waiter left, or may have been given the turn on one master only. A
-// Locker that is not queued (its TryLock found the key held before its Waits
-// subscribed) wakes on the releases that matter to it, as before (herd.go). The
+// Each Locker's Waits on a key subscribe to its turn channel of the key
+// ("<channel>|<Locker ID>", turnChannel) beside the key's channel, and Unlock's
+// release goes to the turn channels of the Locker named and of the one after it in
+// the turns, not to the key's channel: the other Lockers in line would only ignore
+// it, and with every Locker subscribed on every master, each of them reading and
+// judging every release's message from every master cost a release more than the
+// rest of the handoff together (16 Lockers: 80 messages per release, read by 16
+// processes' worth of goroutines on the waiters' side). The release goes to the key's
+// channel when it names nobody, or when the turn channel of one of the two has no
+// subscriber (that Locker waits no more: the others then hear it and time their
+// turn as below). The Locker after the one named hears it so that it can try when
+// the Locker named does not go (its turn channel was still subscribed, but its
+// last waiter had left). The clean-ups of failed attempts still publish on the
+// key's channel.
+//
+// A Locker whose last TryLock of the key, or its Wait's read, added it to the turns
+// (it is queued) then wakes its first waiter only on a release that names it, or on
+// a release that names nobody (the turns are empty: they expired, or every Locker
+// had its turn). On a release that names another Locker (the one after it in line
+// hears it, and every Locker when it goes to the key's channel) it stays asleep,
+// and wakes after 50ms (defaultTurnTimeout) unless another release comes
+// meanwhile: the Locker named may have no waiter left, or may have been given the
+// turn on one master only. A Locker that is not queued (its Wait's read found the
+// key free, or has not come yet) wakes on the releases that matter to it, as
+// before (herd.go). The
 // turns decide nothing about who holds the key: every Locker still takes it with a
 // full TryLock; they only decide who tries first, so a release costs one round,
 // not one per Locker.
@@ -137,3 +156,8 @@ func (kv *keyView) stopTurn() {
 		kv.turnTimer = nil
 	}
 }
+
+// turnChannel returns the Redis name of l's turn channel of key, given its names n:
+// a release that names l publishes there (releaseTurnScript), and l's Waits on key
+// subscribe to it beside the key's channel.
+func turnChannel(n redisx.Names, id string) string { return n.Channel + "|" + id }
