@@ -21,19 +21,19 @@ import "github.com/redis/go-redis/v9"
 // the lock.
 //
 // It also keeps the key's turns (see turns.go), a sorted set of Locker IDs scored
-// by the time their TryLock began (ARGV[7], the same on every node, so that the
-// nodes agree on the order): when the lock is held and ARGV[6] is 'w' or 'a' (the
-// Locker waits on the key), it adds ARGV[5] unless it is there already; when it
-// takes the lock, it puts ARGV[5] at the end (scored ARGV[7] anew) when ARGV[6] is
-// 'a' (the Locker has more waiters on the key), and otherwise removes it. A Locker
-// that does not wait on the key passes neither KEYS[5] nor ARGV[5] to ARGV[7], and
-// the turns are left alone.
+// by the time since which the Locker waits (ARGV[7], the same on every node, so
+// that the nodes agree on the order): when the lock is held and ARGV[6] is 'w' or
+// 'a' (the Locker waits on the key), it adds ARGV[5] unless it is there already;
+// when it takes the lock, it puts ARGV[5] at the end (scored ARGV[8], the
+// TryLock's start) when ARGV[6] is 'a' (the Locker has more waiters on the key),
+// and otherwise removes it. A Locker that does not wait on the key passes neither
+// KEYS[5] nor ARGV[5] to ARGV[8], and the turns are left alone.
 //
 // KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] the node's marker, KEYS[4] its
 // quarantine, KEYS[5] the key's turns; ARGV[1] token (also the epoch of a marker
 // this call writes), ARGV[2] ttl in ms, ARGV[3] owner, ARGV[4] the quarantine in ms,
-// ARGV[5] the Locker's ID, ARGV[6] 'w' or 'a', ARGV[7] the TryLock's start in
-// microseconds since 1970.
+// ARGV[5] the Locker's ID, ARGV[6] 'w' or 'a', ARGV[7] since when the Locker waits
+// (Locker.turnSince) and ARGV[8] the TryLock's start, in microseconds since 1970.
 //
 // Returns, with era the node's era:
 //
@@ -93,7 +93,7 @@ end
 local f = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. string.format('%d', f) .. '|' .. ARGV[3], 'PX', ARGV[2])
 if ARGV[6] == 'a' then
-  redis.call('ZADD', KEYS[5], ARGV[7], ARGV[5])
+  redis.call('ZADD', KEYS[5], ARGV[8], ARGV[5])
   redis.call('PEXPIRE', KEYS[5], string.format('%d', 2 * tonumber(ARGV[2])))
 elseif ARGV[6] then
   redis.call('ZREM', KEYS[5], ARGV[5])
@@ -241,15 +241,15 @@ return 0
 // the turns too, and is named by a release in its turn. The turns then expire no
 // sooner than twice the lock's time to live.
 //
-// KEYS[1] lock key, KEYS[2] the key's turns; ARGV[1] the Locker's ID, ARGV[2] the
-// Wait's start in microseconds since 1970 (its score). Returns nil when the lock is
-// free, else {digest, pttl}, digest being the SHA-1 (hex) of the holder's token.
+// KEYS[1] lock key, KEYS[2] the key's turns; ARGV[1] the Locker's ID and ARGV[2]
+// its score (Locker.turnScore), both absent when the Locker is not to join. Returns nil when the lock is free, else {digest, pttl},
+// digest being the SHA-1 (hex) of the holder's token.
 var waitScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if not v then return false end
 local i = string.find(v, '|', 1, true)
 local p = redis.call('PTTL', KEYS[1])
-if p > 0 and not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
+if p > 0 and ARGV[1] and not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
   redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
   if redis.call('PTTL', KEYS[2]) < 2 * p then
     redis.call('PEXPIRE', KEYS[2], string.format('%d', 2 * p))

@@ -155,3 +155,49 @@ func TestWaitJoinsTurns(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, []string{"b", "c", "b"}, order)
 }
+
+// TestTurnScoreSame: however many Waits and attempts of a Locker add it to the
+// key's turns, and in whatever order they reach the nodes, every node gives it the
+// same score (since when it waits), so that the nodes agree on whose turn it is.
+func TestTurnScoreSame(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	key := "turnscore-" + distlock.NewToken()[:8]
+	holder := newLocker(t, nil)
+	lease, err := holder.TryLock(ctx, key, 30*time.Second)
+	require.NoError(t, err)
+	const lockers, callers = 3, 40
+	var ls []*redlock.Locker
+	for range lockers {
+		ls = append(ls, newLocker(t, nil))
+	}
+	lctx, lcancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, l := range ls {
+		for range callers {
+			wg.Go(func() {
+				if got, err := distlock.Lock(lctx, l, key, 30*time.Second, nil); err == nil {
+					_ = l.Unlock(ctx, got)
+				}
+			})
+		}
+	}
+	for _, l := range ls {
+		require.Eventually(t, func() bool { return l.Waiting(key) == callers }, 20*time.Second, time.Millisecond)
+		inTurns(ctx, t, l, key)
+	}
+	for _, l := range ls {
+		var scores []any
+		for _, s := range nodes {
+			v, err := testenv.RedisCommand(ctx, s.Addr(), "ZSCORE", redlock.TurnsName(key), l.ID())
+			require.NoError(t, err)
+			scores = append(scores, v)
+		}
+		for i := range scores {
+			require.Equal(t, scores[0], scores[i], "the Locker's score on node %d and node 0", i)
+		}
+	}
+	lcancel()
+	wg.Wait()
+	require.NoError(t, holder.Unlock(ctx, lease))
+}

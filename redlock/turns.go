@@ -13,17 +13,19 @@ import (
 // once, each with a round on every master: one of them wins, and the others' rounds
 // (and their clean-ups) only slow the winner's down. Each master therefore keeps the
 // key's turns, a sorted set of the IDs of the Lockers that wait on the key (every
-// Locker has a random ID), scored by the start of the TryLock that added them (the
-// same score on every master, so that the masters agree on the order). A TryLock
+// Locker has a random ID), scored by the time since which the Locker waits: the
+// start of its first TryLock that found the key held since it last took the key
+// (turnSince; the same score on every master, whichever attempt or read added it
+// there, so that the masters agree on the order). A TryLock
 // of a Locker that waits on the key (its Waits' subscription to the key's channel
 // is open) adds the Locker, unless it is there already, on the masters where it
 // finds the key held, and, when it fails for contention, on those where it releases
 // its own locks; one that takes a master's lock removes its Locker there, or puts
 // it at the end when the Locker has more waiters on the key. A TryLock of a Locker
 // that does not wait on the key leaves the turns alone. A Wait's read of the locks
-// (waitScript) adds its Locker too, on the masters where it finds the key held, so
-// that a Locker whose TryLock came before its Waits subscribed is in the turns as
-// well. Unlock's release (releaseTurnScript) takes the first Locker out of every
+// (waitScript) of a Locker that is not queued (below) adds it too, on the masters
+// where it finds the key held, so that a Locker whose TryLock came before its
+// Waits subscribed is in the turns as well. Unlock's release (releaseTurnScript) takes the first Locker out of every
 // master's turns and names it in the release: "<digest>|<Locker ID>"; an Unlock by a
 // Locker with no waiters left on the key first takes that Locker out.
 //
@@ -98,6 +100,46 @@ func (l *Locker) turnMode(key string, seen peeks) string {
 func parseRelease(msg string) (digest, next string, named bool) {
 	digest, next, named = strings.Cut(msg, "|")
 	return digest, next, named
+}
+
+// turnSince returns l's score when it joins key's turns (acquireScript, the
+// clean-up of its attempt, waitScript): since when l waits on key, in microseconds
+// since 1970, now when it did not wait yet. It is the same for every attempt and
+// every Wait's read of l until l takes the key, so that whichever of them reaches a
+// node first, every node gives l the same place in line.
+func (l *Locker) turnSince(key string, now int64) int64 {
+	l.views.mu.Lock()
+	defer l.views.mu.Unlock()
+	kv := l.views.get(key, true)
+	if kv.since == 0 {
+		kv.since = now
+	}
+	return kv.since
+}
+
+// took records that l took key: its waiting on key (turnSince) starts anew.
+func (l *Locker) took(key string) {
+	l.views.mu.Lock()
+	defer l.views.mu.Unlock()
+	if kv := l.views.get(key, false); kv != nil {
+		kv.since = 0
+	}
+}
+
+// turnScore reports whether a Wait's read of key's locks is to add l to key's
+// turns (waitScript), and with which score (turnSince): when l is not queued (its
+// last TryLock of key did not add it: l did not wait on key yet). A queued l is in
+// the turns where that TryLock found key held, and stays out where a release took
+// it out.
+func (l *Locker) turnScore(key string) (score int64, join bool) {
+	l.views.mu.Lock()
+	kv := l.views.get(key, false)
+	queued := kv != nil && kv.queued
+	l.views.mu.Unlock()
+	if queued {
+		return 0, false
+	}
+	return l.turnSince(key, time.Now().UnixMicro()), true
 }
 
 // queued records whether the last TryLock of key added l to the key's turns.

@@ -116,7 +116,7 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 		ready, turnReady = in.key.Ready(), in.turn.Ready()
 		l.released(key, in.take())
 	}
-	w := &waiter{Waiting: redisx.NewWaiting(ctx), l: l, ctx: ctx, n: n, key: key, start: time.Now().UnixMicro()}
+	w := &waiter{Waiting: redisx.NewWaiting(ctx), l: l, ctx: ctx, n: n, key: key}
 	defer w.Stop()
 
 	// Enough subscriptions, bounded by the node timeout and, once read, by the
@@ -234,9 +234,6 @@ type waiter struct {
 	ctx context.Context
 	n   redisx.Names
 	key string
-	// start is when the Wait began, in microseconds since 1970: its score when its
-	// read adds the Locker to the key's turns (waitScript).
-	start int64
 }
 
 // A bound is what a read of every node's lock says: the key is free (a quorum of
@@ -248,7 +245,7 @@ type bound struct {
 
 // readBound reads every node's lock in the background.
 func (w *waiter) readBound() <-chan redisx.Result[bound] {
-	return redisx.Async(w.l.group, func() (bound, error) { return w.l.waitBound(w.ctx, w.key, w.n, w.start) })
+	return redisx.Async(w.l.group, func() (bound, error) { return w.l.waitBound(w.ctx, w.key, w.n) })
 }
 
 // read acts on a readBound result: done with a nil error when the key is free, done
@@ -279,16 +276,21 @@ func (w *waiter) woke() error {
 // waitBound reads every node's lock and returns when the free nodes could form a
 // quorum: free when they can now. Nodes that do not answer count as held for good;
 // an error means that fewer than a quorum answered. The holders it sees join the
-// Locker's view of key (herd.go), and the nodes where it finds the key held add the
-// Locker to the key's turns with score start (waitScript), which makes it queued.
-func (l *Locker) waitBound(ctx context.Context, key string, n redisx.Names, start int64) (bound, error) {
+// Locker's view of key (herd.go), and, unless the Locker is queued, the nodes where
+// it finds the key held add it to the key's turns (waitScript, turnScore), which
+// makes it queued.
+func (l *Locker) waitBound(ctx context.Context, key string, n redisx.Names) (bound, error) {
 	keys := []string{n.Lock, turnsName(n, key)}
+	var args []any
+	if score, join := l.turnScore(key); join {
+		args = []any{l.idArg, score}
+	}
 	type view struct {
 		digest string
 		pttl   time.Duration // -2ns (go-redis' PTTL of no key): free
 	}
 	res := fanout(ctx, l, nil, l.opts.NodeTimeout, func(ctx context.Context, i int) (view, error) {
-		v, err := l.nodes[i].Run(ctx, waitScript, keys, l.idArg, start).Slice()
+		v, err := l.nodes[i].Run(ctx, waitScript, keys, args...).Slice()
 		if errors.Is(err, redis.Nil) {
 			return view{pttl: -2}, nil
 		}
