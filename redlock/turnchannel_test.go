@@ -201,3 +201,48 @@ func TestTurnScoreSame(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, holder.Unlock(ctx, lease))
 }
+
+// TestTurnPassedOn: when the Locker that a release names has no waiter left but is
+// still subscribed to its turn channel (its hub keeps an idle channel a while), so
+// that the release does not go to the key's channel, the Locker after it in line
+// hears the release too and tries the key once its turn timer runs out, instead of
+// sleeping until the holder's ttl.
+func TestTurnPassedOn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	key := "turnpass-" + distlock.NewToken()[:8]
+	opts := redlock.WithTurnTimeout(&redlock.Options{NodeTimeout: 2 * time.Second}, 100*time.Millisecond)
+	holder, c := newLocker(t, opts), newLocker(t, opts)
+	// b keeps its idle channels subscribed for the whole test.
+	b := newLocker(t, redlock.WithHub(redlock.WithTurnTimeout(&redlock.Options{NodeTimeout: 2 * time.Second}, 100*time.Millisecond), 0, 0, time.Minute))
+	lease, err := holder.TryLock(ctx, key, 30*time.Second)
+	require.NoError(t, err)
+
+	// b waits, joins the turns, and gives up.
+	_, err = b.TryLock(ctx, key, 30*time.Second)
+	require.ErrorIs(t, err, distlock.ErrLocked)
+	bctx, bcancel := context.WithCancel(ctx)
+	bdone := make(chan error, 1)
+	go func() { bdone <- b.Wait(bctx, key) }()
+	inTurns(ctx, t, b, key)
+	bcancel()
+	require.ErrorIs(t, <-bdone, context.Canceled)
+
+	// c waits behind b.
+	_, err = c.TryLock(ctx, key, 30*time.Second)
+	require.ErrorIs(t, err, distlock.ErrLocked)
+	cdone := make(chan error, 1)
+	go func() { cdone <- c.Wait(ctx, key) }()
+	inTurns(ctx, t, c, key)
+
+	require.NoError(t, holder.Unlock(ctx, lease))
+	select {
+	case err := <-cdone:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second): // far below the holder's ttl of 30s
+		t.Fatal("the Locker after the one named did not wake")
+	}
+	got, err := c.TryLock(ctx, key, 30*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, c.Unlock(ctx, got))
+}
