@@ -98,16 +98,19 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 			_, _ = l.releaseOn(cctx, e.i, newReleaseCall(n, token))
 		}
 	}
-	seen := l.peek(n.Channel) // for a Wait that follows (sighting.go)
+	seen := l.peek(n) // for a Wait that follows (sighting.go)
 	mode := l.turnMode(key, seen)
 	// The script's keys and arguments, built once for all the nodes.
 	call := acquireCall{
 		keys: []string{n.Lock, n.Fence, l.state.marker, l.state.quarantine},
 		args: []any{token, ms, l.opts.Owner, l.quarantineMS},
 	}
-	if mode != turnNone { // the key's turns (turns.go)
+	// The key's turns (turns.go), and since when l waits on key (turnSince).
+	var score int64
+	if mode != turnNone {
 		call.keys = append(call.keys, turnsName(n, key))
-		call.args = append(call.args, l.idArg, mode, start.UnixMicro())
+		score = l.turnSince(key, start.UnixMicro())
+		call.args = append(call.args, l.idArg, mode, score, start.UnixMicro())
 	}
 	// Phase 1 lingers for the slower nodes once decided (see fanout): a lease that
 	// holds more than a bare quorum survives a node's loss, and Unlock right after
@@ -156,7 +159,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 		// unknown are cleaned up in the background.
 		c := newReleaseCall(n, token)
 		if mode != turnNone && errors.Is(err, distlock.ErrLocked) {
-			c = newJoinCall(n, key, token, l.id, start.UnixMicro(), ms)
+			c = newJoinCall(n, key, token, l.id, score, ms)
 		}
 		l.release(ctx, locked, c, nt)
 		l.release(ctx, failed, c, 0)
@@ -169,7 +172,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 	if len(locked) < l.quorum {
 		err := l.noQuorum(ctx, key, res, locked, held)
 		if errors.Is(err, distlock.ErrLocked) {
-			l.saw(n.Channel, seen, res, held)
+			l.saw(n, seen, res, held)
 			l.queued(key, mode != turnNone)
 			if mode != turnNone {
 				digests := make([]string, 0, len(held))
@@ -239,6 +242,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 	att.decide(l, token, res, true, fence)
 	l.acquired(key, token)
 	l.queued(key, mode == turnAgain)
+	l.took(key)
 	return distlock.Lease{Key: key, Token: token, Fence: uint64(fence), Expires: expires}, nil
 }
 

@@ -52,6 +52,9 @@ type keyView struct {
 	// (retry.go; 0: none).
 	woke  string
 	retry int
+	// since is when the Locker began to wait on the key (turnSince; 0: not yet, or
+	// it took the key since).
+	since int64
 }
 
 // views are a Locker's keyViews, by key.

@@ -21,19 +21,19 @@ import "github.com/redis/go-redis/v9"
 // the lock.
 //
 // It also keeps the key's turns (see turns.go), a sorted set of Locker IDs scored
-// by the time their TryLock began (ARGV[7], the same on every node, so that the
-// nodes agree on the order): when the lock is held and ARGV[6] is 'w' or 'a' (the
-// Locker waits on the key), it adds ARGV[5] unless it is there already; when it
-// takes the lock, it puts ARGV[5] at the end (scored ARGV[7] anew) when ARGV[6] is
-// 'a' (the Locker has more waiters on the key), and otherwise removes it. A Locker
-// that does not wait on the key passes neither KEYS[5] nor ARGV[5] to ARGV[7], and
-// the turns are left alone.
+// by the time since which the Locker waits (ARGV[7], the same on every node, so
+// that the nodes agree on the order): when the lock is held and ARGV[6] is 'w' or
+// 'a' (the Locker waits on the key), it adds ARGV[5] unless it is there already;
+// when it takes the lock, it puts ARGV[5] at the end (scored ARGV[8], the
+// TryLock's start) when ARGV[6] is 'a' (the Locker has more waiters on the key),
+// and otherwise removes it. A Locker that does not wait on the key passes neither
+// KEYS[5] nor ARGV[5] to ARGV[8], and the turns are left alone.
 //
 // KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] the node's marker, KEYS[4] its
 // quarantine, KEYS[5] the key's turns; ARGV[1] token (also the epoch of a marker
 // this call writes), ARGV[2] ttl in ms, ARGV[3] owner, ARGV[4] the quarantine in ms,
-// ARGV[5] the Locker's ID, ARGV[6] 'w' or 'a', ARGV[7] the TryLock's start in
-// microseconds since 1970.
+// ARGV[5] the Locker's ID, ARGV[6] 'w' or 'a', ARGV[7] since when the Locker waits
+// (Locker.turnSince) and ARGV[8] the TryLock's start, in microseconds since 1970.
 //
 // Returns, with era the node's era:
 //
@@ -93,7 +93,7 @@ end
 local f = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. string.format('%d', f) .. '|' .. ARGV[3], 'PX', ARGV[2])
 if ARGV[6] == 'a' then
-  redis.call('ZADD', KEYS[5], ARGV[7], ARGV[5])
+  redis.call('ZADD', KEYS[5], ARGV[8], ARGV[5])
   redis.call('PEXPIRE', KEYS[5], string.format('%d', 2 * tonumber(ARGV[2])))
 elseif ARGV[6] then
   redis.call('ZREM', KEYS[5], ARGV[5])
@@ -189,7 +189,13 @@ return 0
 // releaseTurnScript is Unlock's releaseScript: it also hands the key's next turn
 // (see turns.go) to the first Locker of the key's turns, which it removes from
 // them, and announces it with the release: "<digest>|<Locker ID>" ("<digest>|" when
-// nobody has a turn). It takes the first Locker out of the turns on every node
+// nobody has a turn). The message goes to the turn channels ("<channel>|<Locker
+// ID>") of that Locker and of the one after it in the turns (which then knows that
+// the turn went by it), and to the key's channel only when nobody has a turn or one
+// of those two turn channels has no subscriber: the other Lockers in the turns wait
+// for their own turn, and a message to each of them, on every node, would cost
+// every release a read and a wake-up in every waiting Locker (see turns.go). It
+// takes the first Locker out of the turns on every node
 // Unlock reaches, also where the token does not own the lock (the lease's attempt
 // did not lock that node, or another attempt locked it since), without a message
 // there, so that the nodes' turns stay in step. First, when ARGV[3] is not empty
@@ -201,12 +207,13 @@ return 0
 // channel, ARGV[3] the Locker's ID or empty. Returns 1 when it deleted the lock, 0
 // when the token did not own it.
 var releaseTurnScript = redis.NewScript(`
-local next = ''
+local next, after = '', ''
 if redis.call('EXISTS', KEYS[2]) == 1 then
   if ARGV[3] ~= '' then
     redis.call('ZREM', KEYS[2], ARGV[3])
   end
-  next = redis.call('ZRANGE', KEYS[2], 0, 0)[1] or ''
+  local first = redis.call('ZRANGE', KEYS[2], 0, 1)
+  next, after = first[1] or '', first[2] or ''
   if next ~= '' then
     redis.call('ZREM', KEYS[2], next)
   end
@@ -214,19 +221,39 @@ end
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '|' then
   redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], redis.sha1hex(ARGV[1]) .. '|' .. next)
+  local msg = redis.sha1hex(ARGV[1]) .. '|' .. next
+  local heard = next ~= '' and redis.call('PUBLISH', ARGV[2] .. '|' .. next, msg) > 0
+  if heard and after ~= '' then
+    heard = redis.call('PUBLISH', ARGV[2] .. '|' .. after, msg) > 0
+  end
+  if not heard then
+    redis.call('PUBLISH', ARGV[2], msg)
+  end
   return 1
 end
 return 0
 `)
 
-// waitScript reads a node's lock for Wait.
+// waitScript reads a node's lock for Wait. When the lock is held, it also adds the
+// waiting Locker to the key's turns unless it is there already (see turns.go), as
+// acquireScript does for a TryLock of a Locker that waits: a Locker whose TryLock
+// found the key held before its Waits subscribed to the key's channels is then in
+// the turns too, and is named by a release in its turn. The turns then expire no
+// sooner than twice the lock's time to live.
 //
-// KEYS[1] lock key. Returns nil when the lock is free, else {digest, pttl}, digest
-// being the SHA-1 (hex) of the holder's token.
+// KEYS[1] lock key, KEYS[2] the key's turns; ARGV[1] the Locker's ID and ARGV[2]
+// its score (Locker.turnScore), both absent when the Locker is not to join. Returns nil when the lock is free, else {digest, pttl},
+// digest being the SHA-1 (hex) of the holder's token.
 var waitScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if not v then return false end
 local i = string.find(v, '|', 1, true)
-return {redis.sha1hex(i and string.sub(v, 1, i - 1) or v), redis.call('PTTL', KEYS[1])}
+local p = redis.call('PTTL', KEYS[1])
+if p > 0 and ARGV[1] and not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
+  redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+  if redis.call('PTTL', KEYS[2]) < 2 * p then
+    redis.call('PEXPIRE', KEYS[2], string.format('%d', 2 * p))
+  end
+end
+return {redis.sha1hex(i and string.sub(v, 1, i - 1) or v), p}
 `)

@@ -13,26 +13,47 @@ import (
 // once, each with a round on every master: one of them wins, and the others' rounds
 // (and their clean-ups) only slow the winner's down. Each master therefore keeps the
 // key's turns, a sorted set of the IDs of the Lockers that wait on the key (every
-// Locker has a random ID), scored by the start of the TryLock that added them (the
-// same score on every master, so that the masters agree on the order). A TryLock
+// Locker has a random ID), scored by the time since which the Locker waits: the
+// start of its first TryLock that found the key held since it last took the key
+// (turnSince; the same score on every master, whichever attempt or read added it
+// there, so that the masters agree on the order). A TryLock
 // of a Locker that waits on the key (its Waits' subscription to the key's channel
 // is open) adds the Locker, unless it is there already, on the masters where it
 // finds the key held, and, when it fails for contention, on those where it releases
 // its own locks; one that takes a master's lock removes its Locker there, or puts
 // it at the end when the Locker has more waiters on the key. A TryLock of a Locker
-// that does not wait on the key leaves the turns alone. Unlock's release
-// (releaseTurnScript) takes the first Locker out of every master's turns and names
-// it in the release: "<digest>|<Locker ID>"; an Unlock by a Locker with no waiters
-// left on the key first takes that Locker out.
+// that does not wait on the key leaves the turns alone. A Wait's read of the locks
+// (waitScript) of a Locker that is not queued (below) adds it too, on the masters
+// where it finds the key held, so that a Locker whose TryLock came before its
+// Waits subscribed is in the turns as well. Unlock's release (releaseTurnScript) takes the first Locker out of every
+// master's turns and names it in the release: "<digest>|<Locker ID>"; an Unlock by a
+// Locker with no waiters left on the key first takes that Locker out.
 //
-// A Locker whose last TryLock of the key added it to the turns (it is queued) then
-// wakes its first waiter only on a release that names it, or on a release that
-// names nobody (the turns are empty: they expired, or every Locker had its turn).
-// On a release that names another Locker it stays asleep, and wakes after 50ms
-// (defaultTurnTimeout) unless another release comes meanwhile: the Locker named may
-// have no waiter left, or may have been given the turn on one master only. A
-// Locker that is not queued (its TryLock found the key held before its Waits
-// subscribed) wakes on the releases that matter to it, as before (herd.go). The
+// Each Locker's Waits on a key subscribe to its turn channel of the key
+// ("<channel>|<Locker ID>", turnChannel) beside the key's channel, and Unlock's
+// release goes to the turn channels of the Locker named and of the one after it in
+// the turns, not to the key's channel: the other Lockers in line would only ignore
+// it, and with every Locker subscribed on every master, each of them reading and
+// judging every release's message from every master cost a release more than the
+// rest of the handoff together (16 Lockers: 80 messages per release, read by 16
+// processes' worth of goroutines on the waiters' side). The release goes to the key's
+// channel when it names nobody, or when the turn channel of one of the two has no
+// subscriber (that Locker waits no more: the others then hear it and time their
+// turn as below). The Locker after the one named hears it so that it can try when
+// the Locker named does not go (its turn channel was still subscribed, but its
+// last waiter had left). The clean-ups of failed attempts still publish on the
+// key's channel.
+//
+// A Locker whose last TryLock of the key, or its Wait's read, added it to the turns
+// (it is queued) then wakes its first waiter only on a release that names it, or on
+// a release that names nobody (the turns are empty: they expired, or every Locker
+// had its turn). On a release that names another Locker (the one after it in line
+// hears it, and every Locker when it goes to the key's channel) it stays asleep,
+// and wakes after 50ms (defaultTurnTimeout) unless another release comes
+// meanwhile: the Locker named may have no waiter left, or may have been given the
+// turn on one master only. A Locker that is not queued (its Wait's read found the
+// key free, or has not come yet) wakes on the releases that matter to it, as
+// before (herd.go). The
 // turns decide nothing about who holds the key: every Locker still takes it with a
 // full TryLock; they only decide who tries first, so a release costs one round,
 // not one per Locker.
@@ -79,6 +100,46 @@ func (l *Locker) turnMode(key string, seen peeks) string {
 func parseRelease(msg string) (digest, next string, named bool) {
 	digest, next, named = strings.Cut(msg, "|")
 	return digest, next, named
+}
+
+// turnSince returns l's score when it joins key's turns (acquireScript, the
+// clean-up of its attempt, waitScript): since when l waits on key, in microseconds
+// since 1970, now when it did not wait yet. It is the same for every attempt and
+// every Wait's read of l until l takes the key, so that whichever of them reaches a
+// node first, every node gives l the same place in line.
+func (l *Locker) turnSince(key string, now int64) int64 {
+	l.views.mu.Lock()
+	defer l.views.mu.Unlock()
+	kv := l.views.get(key, true)
+	if kv.since == 0 {
+		kv.since = now
+	}
+	return kv.since
+}
+
+// took records that l took key: its waiting on key (turnSince) starts anew.
+func (l *Locker) took(key string) {
+	l.views.mu.Lock()
+	defer l.views.mu.Unlock()
+	if kv := l.views.get(key, false); kv != nil {
+		kv.since = 0
+	}
+}
+
+// turnScore reports whether a Wait's read of key's locks is to add l to key's
+// turns (waitScript), and with which score (turnSince): when l is not queued (its
+// last TryLock of key did not add it: l did not wait on key yet). A queued l is in
+// the turns where that TryLock found key held, and stays out where a release took
+// it out.
+func (l *Locker) turnScore(key string) (score int64, join bool) {
+	l.views.mu.Lock()
+	kv := l.views.get(key, false)
+	queued := kv != nil && kv.queued
+	l.views.mu.Unlock()
+	if queued {
+		return 0, false
+	}
+	return l.turnSince(key, time.Now().UnixMicro()), true
 }
 
 // queued records whether the last TryLock of key added l to the key's turns.
@@ -137,3 +198,8 @@ func (kv *keyView) stopTurn() {
 		kv.turnTimer = nil
 	}
 }
+
+// turnChannel returns the Redis name of l's turn channel of key, given its names n:
+// a release that names l publishes there (releaseTurnScript), and l's Waits on key
+// subscribe to it beside the key's channel.
+func turnChannel(n redisx.Names, id string) string { return n.Channel + "|" + id }

@@ -25,9 +25,13 @@ import (
 // for another reason than contention (see the package documentation). A nil return
 // is a hint, not a lease: call TryLock.
 //
-// It subscribes to the key's channel on every node first, and reads the locks once
-// N-quorum+1 subscriptions are confirmed: any quorum that holds the key shares a
-// node with them, so its release is not missed. Until then (a subscription that a
+// It subscribes to the key's channel and to the Locker's turn channel of the key
+// (a release that names the Locker goes there: see the package documentation) on
+// every node first, and reads the locks once N-quorum+1 subscriptions of the key's
+// channel are confirmed: any quorum that holds the key shares a node with them, so
+// its release is not missed (a release that names the Locker goes to the key's
+// channel while its turn channel has no subscriber). The read adds the Locker to
+// the key's turns on the nodes where the key is held. Until then (a subscription that a
 // dead connection never confirms, or one not confirmed within Options.NodeTimeout)
 // a read of the locks sent at once bounds the wait by the holders' times to live. A
 // node that does not answer the read counts as held for good; when fewer than a
@@ -66,12 +70,19 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 		return errors.Join(distlock.ErrLocked, err)
 	}
 	n := l.names(key)
+	// ls hears the key's channel (its confirmations count), lt the Locker's turn
+	// channel of the key (turns.go).
 	ls := redisx.NewInboxListener(len(l.nodes))
-	in := ls.Inbox()
-	registered := 0
+	lt := redisx.NewInboxListener(len(l.nodes))
+	tc := turnChannel(n, l.id)
+	in := inboxes{ls.Inbox(), lt.Inbox()}
+	registered, turnRegistered := 0, 0
 	defer func() {
 		for _, node := range l.nodes[:registered] {
 			node.Hub.Unregister(n.Channel, ls)
+		}
+		for _, node := range l.nodes[:turnRegistered] {
+			node.Hub.Unregister(tc, lt)
 		}
 	}()
 	for _, node := range l.nodes {
@@ -80,24 +91,30 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 		}
 		registered++
 	}
+	for _, node := range l.nodes {
+		if err := node.Hub.Register(tc, lt); err != nil {
+			return err
+		}
+		turnRegistered++
+	}
 	// Messages that arrive from now on are kept in the Inbox until taken; one that
 	// matters wakes the first waiter of the key's line (herd.go), maybe this one.
 	// Only the key's reader takes them (readers.go): ready is nil until this Wait
 	// is the reader.
 	qw := l.queue.Join(key)
-	rd := l.readers.join(key, in)
-	var ready <-chan struct{}
+	rd := l.readers.join(key, in.key)
+	var ready, turnReady <-chan struct{}
 	defer func() {
 		if ready != nil {
-			l.released(key, in.Take())
+			l.released(key, in.take())
 		}
 		l.readers.leave(key, rd)
 		qw.Leave()
 		l.forget(key)
 	}()
 	promoted := func() {
-		ready = in.Ready()
-		l.released(key, in.Take())
+		ready, turnReady = in.key.Ready(), in.turn.Ready()
+		l.released(key, in.take())
 	}
 	w := &waiter{Waiting: redisx.NewWaiting(ctx), l: l, ctx: ctx, n: n, key: key}
 	defer w.Stop()
@@ -127,7 +144,7 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 		}
 	}
 	var read <-chan redisx.Result[bound]
-	if until, ok := l.sighted(n.Channel); ok {
+	if until, ok := l.sighted(n); ok {
 		// This Locker's last TryLock found the key held on enough nodes while
 		// their channels were subscribed, and no message came since: a release
 		// from now on is not missed, and the read is not needed.
@@ -149,12 +166,16 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 					return err
 				}
 			case <-ready:
-				l.released(key, in.Take())
+				l.released(key, in.take())
+			case <-turnReady:
+				l.released(key, in.take())
 			case <-rd.promote:
 				promoted()
 			case <-qw.Woken():
 				return w.woke()
 			case <-ls.Woke():
+				return w.woke()
+			case <-lt.Woke():
 				return w.woke()
 			case <-w.Bound:
 				return nil
@@ -180,12 +201,16 @@ wait:
 				return err
 			}
 		case <-ready:
-			l.released(key, in.Take())
+			l.released(key, in.take())
+		case <-turnReady:
+			l.released(key, in.take())
 		case <-rd.promote:
 			promoted()
 		case <-qw.Woken():
 			return w.woke()
 		case <-ls.Woke():
+			return w.woke()
+		case <-lt.Woke():
 			return w.woke()
 		case <-w.Bound:
 			return nil
@@ -194,6 +219,13 @@ wait:
 		}
 	}
 }
+
+// inboxes are a Wait's Inboxes: of the key's channel and of the Locker's turn
+// channel of the key.
+type inboxes struct{ key, turn *redisx.Inbox }
+
+// take takes the messages of both Inboxes.
+func (in inboxes) take() []string { return append(in.key.Take(), in.turn.Take()...) }
 
 // A waiter is one Wait's state and its key.
 type waiter struct {
@@ -244,14 +276,21 @@ func (w *waiter) woke() error {
 // waitBound reads every node's lock and returns when the free nodes could form a
 // quorum: free when they can now. Nodes that do not answer count as held for good;
 // an error means that fewer than a quorum answered. The holders it sees join the
-// Locker's view of key (herd.go).
+// Locker's view of key (herd.go), and, unless the Locker is queued, the nodes where
+// it finds the key held add it to the key's turns (waitScript, turnScore), which
+// makes it queued.
 func (l *Locker) waitBound(ctx context.Context, key string, n redisx.Names) (bound, error) {
+	keys := []string{n.Lock, turnsName(n, key)}
+	var args []any
+	if score, join := l.turnScore(key); join {
+		args = []any{l.idArg, score}
+	}
 	type view struct {
 		digest string
 		pttl   time.Duration // -2ns (go-redis' PTTL of no key): free
 	}
 	res := fanout(ctx, l, nil, l.opts.NodeTimeout, func(ctx context.Context, i int) (view, error) {
-		v, err := l.nodes[i].Run(ctx, waitScript, []string{n.Lock}).Slice()
+		v, err := l.nodes[i].Run(ctx, waitScript, keys, args...).Slice()
 		if errors.Is(err, redis.Nil) {
 			return view{pttl: -2}, nil
 		}
@@ -299,6 +338,9 @@ func (l *Locker) waitBound(ctx context.Context, key string, n redisx.Names) (bou
 	}
 	if answered < l.quorum {
 		return bound{}, fmt.Errorf("only %d of %d nodes answered (quorum %d): %w", answered, len(l.nodes), l.quorum, errors.Join(nodeErrors(l, res)...))
+	}
+	if len(held) > 0 && l.queue.Len(key) > 0 {
+		l.queued(key, true) // waitScript added l to the turns where it is held
 	}
 	if free >= l.quorum {
 		return bound{free: true}, nil
