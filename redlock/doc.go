@@ -217,7 +217,9 @@
 //
 //	P:{T}:lock:K      the lock: "<token>|<fence>|<owner>" with a time to live
 //	P:{T}:fence:K     the fence counter (never expires, never deleted)
-//	P:{T}:release:K   the pub/sub channel that Unlock publishes on
+//	P:{T}:release:K   the pub/sub channel of K's releases
+//	P:{T}:release:K|I the turn channel of K of the Locker whose ID is I: a
+//	                  release that names I (or names the Locker before I) goes there
 //	P:{T}:turns:K     the Lockers that wait on K, in line (a sorted set of their
 //	                  IDs, expiring twice the ttl after the last one joined)
 //	P:node            the master's marker: "<epoch>|<era>", never expires
@@ -261,9 +263,12 @@
 //
 // # Wait
 //
-// Unlock, and the clean-up of a failed attempt, publish on the key's channel on every
-// master they release, with the SHA-1 of the released token as the message (not the
-// token, which Unlock and Renew check). Wait subscribes to that channel on every
+// The clean-up of a failed attempt publishes on the key's channel on every master
+// it releases, with the SHA-1 of the released token as the message (not the token,
+// which Unlock and Renew check); Unlock's release goes to the turn channels of the
+// Locker it names and of the one after it in line, and to the key's channel only
+// when it names nobody or one of those two channels has no subscriber (see below).
+// Wait subscribes to the key's channel and to its Locker's turn channel on every
 // master and reads the locks (the holder's digest and time to live on each) once
 // enough subscriptions are confirmed that any quorum's release reaches it; until
 // then, a read sent at once bounds it by the holders' times to live. A Wait that
@@ -274,11 +279,16 @@
 //
 // Each master keeps the key's turns, the Lockers that wait on the key in line (each
 // Locker has a random ID): a TryLock that finds the key held joins them when its
-// Locker waits on the key (the key's channel is subscribed), and Unlock's release
-// names the first Locker and takes it out ("<digest>|<Locker ID>"). A Locker in
-// line wakes on a release that names it (or nobody), not on one that names another
-// Locker; it tries anyway when no release came 50ms after one that named another
-// (the Locker named may have no waiter left). So a release costs one attempt, by
+// Locker waits on the key (the key's channel is subscribed), as does a Wait's read
+// of the locks, and Unlock's release names the first Locker and takes it out
+// ("<digest>|<Locker ID>"). Only the Locker named and the one after it hear the
+// release (their turn channels): the others in line would only ignore it, and
+// reading every release from every master in every Locker cost more than the rest
+// of a handoff. A Locker in line wakes on a release that names it (or nobody); the
+// one after it tries anyway when no release came 50ms after (the Locker named may
+// have no waiter left); and a Locker whose turn channel hears a release while it
+// has no Wait on the key passes it on to the key's channel, where the others hear
+// it and do the same (TestTurnPassedOn, TestTurnPassedOnTwice). So a release costs one attempt, by
 // the Locker whose turn it is, not one per Locker with waiters; a Locker with more
 // waiters goes to the end of the line when it takes the key (TestTurnsOneRound,
 // TestTurnsHerd). The turns decide who tries first, never who holds the key.

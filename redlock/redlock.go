@@ -86,6 +86,8 @@ func New(clients []redis.UniversalClient, opts *Options) (*Locker, error) {
 	l.turnTimeout = cmp.Or(o.turnTimeout, defaultTurnTimeout)
 	l.idArg = l.id
 	l.quarantineMS = redisx.Millis(o.MaxTTL + o.MaxTTL/10 + l.Drift(o.MaxTTL))
+	hub := o.hub
+	hub.Unheard = l.passTurn // turns.go
 	addrs := make(map[string]int)
 	for i, c := range clients {
 		if err := checkClient(clients, i, addrs); err != nil {
@@ -95,7 +97,7 @@ func New(clients []redis.UniversalClient, opts *Options) (*Locker, error) {
 		if rc, ok := c.(*redis.Client); ok {
 			name = fmt.Sprintf("node %d (%s)", i, rc.Options().Addr)
 		}
-		node := redisx.NewNode(c, i, name, o.NodeTimeout, o.hub)
+		node := redisx.NewNode(c, i, name, o.NodeTimeout, hub)
 		l.nodes = append(l.nodes, node)
 		l.all = append(l.all, i)
 	}

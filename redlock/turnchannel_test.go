@@ -246,3 +246,49 @@ func TestTurnPassedOn(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, c.Unlock(ctx, got))
 }
+
+// TestTurnPassedOnTwice: the Locker named by a release and the one after it both
+// gave up their Waits but keep their channels subscribed (so the release goes to
+// their turn channels only); the Locker behind them must still wake soon after the
+// release (passTurn), not at its Wait's bound (the holder's ttl of 30s).
+func TestTurnPassedOnTwice(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	key := "turnpass2-" + distlock.NewToken()[:8]
+	opts := redlock.WithTurnTimeout(&redlock.Options{NodeTimeout: 2 * time.Second}, 100*time.Millisecond)
+	holder, c := newLocker(t, opts), newLocker(t, opts)
+	lease, err := holder.TryLock(ctx, key, 30*time.Second)
+	require.NoError(t, err)
+
+	// b1 and then b2 wait, join the turns, and give up; both keep their idle
+	// channels subscribed for the whole test.
+	for range 2 {
+		b := newLocker(t, redlock.WithHub(redlock.WithTurnTimeout(&redlock.Options{NodeTimeout: 2 * time.Second}, 100*time.Millisecond), 0, 0, time.Minute))
+		_, err = b.TryLock(ctx, key, 30*time.Second)
+		require.ErrorIs(t, err, distlock.ErrLocked)
+		bctx, bcancel := context.WithCancel(ctx)
+		bdone := make(chan error, 1)
+		go func() { bdone <- b.Wait(bctx, key) }()
+		inTurns(ctx, t, b, key)
+		bcancel()
+		require.ErrorIs(t, <-bdone, context.Canceled)
+	}
+
+	// c waits behind both.
+	_, err = c.TryLock(ctx, key, 30*time.Second)
+	require.ErrorIs(t, err, distlock.ErrLocked)
+	cdone := make(chan error, 1)
+	go func() { cdone <- c.Wait(ctx, key) }()
+	inTurns(ctx, t, c, key)
+
+	require.NoError(t, holder.Unlock(ctx, lease))
+	select {
+	case err := <-cdone:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second): // far below the holder's ttl of 30s
+		t.Fatal("the Locker behind two that gave up did not wake")
+	}
+	got, err := c.TryLock(ctx, key, 30*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, c.Unlock(ctx, got))
+}

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"strings"
 	"time"
 
@@ -41,8 +42,11 @@ import (
 // subscriber (that Locker waits no more: the others then hear it and time their
 // turn as below). The Locker after the one named hears it so that it can try when
 // the Locker named does not go (its turn channel was still subscribed, but its
-// last waiter had left). The clean-ups of failed attempts still publish on the
-// key's channel.
+// last waiter had left); and a Locker whose turn channel hears a release while it
+// has no Wait on the key passes the release on to the key's channel of that master
+// (passTurn), so that when neither of the two goes, the others in line hear it
+// and time their turn as before. The clean-ups of failed attempts still publish
+// on the key's channel.
 //
 // A Locker whose last TryLock of the key, or its Wait's read, added it to the turns
 // (it is queued) then wakes its first waiter only on a release that names it, or on
@@ -203,3 +207,25 @@ func (kv *keyView) stopTurn() {
 // a release that names l publishes there (releaseTurnScript), and l's Waits on key
 // subscribe to it beside the key's channel.
 func turnChannel(n redisx.Names, id string) string { return n.Channel + "|" + id }
+
+// passTurn passes on a release that came to l's turn channel (channel) of a key
+// on node i while l has no Wait on the key: its last Wait left, and the hub keeps
+// the channel subscribed for a while, so the release script saw a subscriber and
+// sent the release to the turn channels only. l may be the Locker named or the one
+// after it; if both have no Wait left, the others in line would hear nothing and
+// sleep until their Wait's bound. passTurn publishes the message unchanged on the
+// key's channel of that node, where every Locker waiting on the key hears it and
+// times its turn as after any release that names another Locker (or takes it, when
+// it names nobody). It is the hub's Unheard hook: it must not block.
+func (l *Locker) passTurn(i int, channel, msg string) {
+	keyChannel, ok := strings.CutSuffix(channel, "|"+l.id)
+	if !ok || l.group.Enter() != nil {
+		return
+	}
+	defer l.group.Leave()
+	l.group.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), l.opts.CleanupTimeout)
+		defer cancel()
+		_ = l.nodes[i].Client.Publish(ctx, keyChannel, msg).Err()
+	})
+}

@@ -43,6 +43,12 @@ type HubConfig struct {
 	// It is called with the hub's lock held and must not block or call the hub.
 	// Listeners are still woken when messages may have been missed, and on Close.
 	Released func(channel string)
+	// Unheard, when set, receives each message that comes on a channel that is
+	// still subscribed but has no listener (its last one left less than TopicIdle
+	// ago), with the hub's node index: redlock passes on a turn that came to a
+	// Locker with no Wait left on the key. It is called with the hub's lock held
+	// and must not block or call the hub.
+	Unheard func(node int, channel, payload string)
 }
 
 func (c HubConfig) withDefaults() HubConfig {

@@ -223,9 +223,12 @@ func (h *Hub) read(ps *redis.PubSub, quit chan struct{}) {
 			if t := h.topics[m.Channel]; h.ps == ps && t != nil {
 				t.seq++
 				t.recent[t.seq%recentMessages] = m.Payload
-				if h.cfg.Released != nil {
+				switch {
+				case len(t.waiters) == 0 && h.cfg.Unheard != nil:
+					h.cfg.Unheard(h.node, m.Channel, m.Payload)
+				case h.cfg.Released != nil:
 					h.cfg.Released(m.Channel)
-				} else {
+				default:
 					for ls := range t.waiters {
 						ls.message(m.Payload)
 					}
