@@ -113,6 +113,7 @@ func (l *Locker) released(key string, msgs []string) {
 	kv := l.views.get(key, false)
 	for _, m := range msgs {
 		d, next, named := parseRelease(m)
+		l.heard.add(d)
 		if kv != nil && kv.retry > 0 && d != "" && d == kv.woke { // retry.go
 			if kv.retry--; kv.retry == 0 {
 				kv.stopTurn()

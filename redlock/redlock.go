@@ -44,6 +44,7 @@ type Locker struct {
 	id           string        // the Locker's ID in the keys' turns (turns.go)
 	idArg        any           // id, as a script argument (converted once)
 	turnTimeout  time.Duration // see defaultTurnTimeout
+	heard        heardRing     // the digests of the last releases its Waits took (passTurn)
 	// hookAcquire, when set (by tests, export_test.go), runs before phase 1's script
 	// is sent to a node, with the node's index.
 	hookAcquire atomic.Pointer[func(i int)]

@@ -2,7 +2,9 @@ package redlock
 
 import (
 	"context"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/distlock/distlock/internal/redisx"
@@ -219,7 +221,16 @@ func turnChannel(n redisx.Names, id string) string { return n.Channel + "|" + id
 // it names nobody). It is the hub's Unheard hook: it must not block.
 func (l *Locker) passTurn(i int, channel, msg string) {
 	keyChannel, ok := strings.CutSuffix(channel, "|"+l.id)
-	if !ok || l.group.Enter() != nil {
+	if !ok {
+		return
+	}
+	if d, _, _ := parseRelease(msg); l.heard.has(d) {
+		// A Wait of l took this release from another master (usually the Wait
+		// of the Locker named, which woke on the first master's message and left
+		// before the others' came): l acted on it.
+		return
+	}
+	if l.group.Enter() != nil {
 		return
 	}
 	defer l.group.Leave()
@@ -228,4 +239,32 @@ func (l *Locker) passTurn(i int, channel, msg string) {
 		defer cancel()
 		_ = l.nodes[i].Client.Publish(ctx, keyChannel, msg).Err()
 	})
+}
+
+// A heardRing holds the digests of the last releases that l's Waits took, of any
+// key: a release that came to l's turn channel while l had no Wait on the key is
+// passed on (passTurn) only when no Wait of l took it from another master.
+type heardRing struct {
+	mu   sync.Mutex
+	d    [16]string
+	next int
+}
+
+func (r *heardRing) add(d string) {
+	if d == "" {
+		return
+	}
+	r.mu.Lock()
+	r.d[r.next] = d
+	r.next = (r.next + 1) % len(r.d)
+	r.mu.Unlock()
+}
+
+func (r *heardRing) has(d string) bool {
+	if d == "" {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Contains(r.d[:], d)
 }
