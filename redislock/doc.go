@@ -26,11 +26,11 @@
 //     leaves the old Lease's Expires a valid bound.
 //   - Unlock runs a script that checks the token, deletes the lock key and
 //     PUBLISHes on the key's release channel.
-//   - The TryLocks, Renews and Unlocks of one Locker share round trips: while one
-//     call (or batch) is in flight, the calls that come wait and then go out
+//   - The TryLocks, Renews and Unlocks of one Locker share round trips: while 8
+//     calls (or batches) are in flight, the calls that come wait and then go out
 //     together in one pipeline, each with its own reply (one read and one write in
 //     the client and in the server for the batch, which is most of a call's cost on
-//     loopback). A lone call is a plain call. A call whose context ends while it
+//     loopback). Up to 8 concurrent calls go as plain calls, in parallel. A call whose context ends while it
 //     waits leaves the queue unsent (an Unlock is sent all the same); one whose
 //     batch is in flight returns ctx's error as below.
 //   - Wait subscribes to the release channel, then reads the lock's remaining time

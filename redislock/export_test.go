@@ -40,3 +40,7 @@ func UnlockScriptHash() string { return redisx.UnlockScriptHash() }
 // SharedPending reports how many calls of l wait in its node's shared queue (see
 // redisx.Node.RunShared).
 func SharedPending(l *Locker) int { return l.node.SharedPending() }
+
+// SetSharedSlots sets how many calls of l may be in flight before the next ones
+// queue (redisx.Node.SetSharedSlots).
+func SetSharedSlots(l *Locker, k int) { l.node.SetSharedSlots(k) }

@@ -121,6 +121,7 @@ func (h *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 func hookedLocker(t *testing.T, h *gateHook) *redislock.Locker {
 	c := newClient(t, redisSrv)
 	l := newLockerOn(t, c, nil)
+	redislock.SetSharedSlots(l, 1) // the next call queues behind the one in flight
 	ctx := ctxT(t)
 	lease, err := l.TryLock(ctx, testKey(t), time.Minute)
 	require.NoError(t, err)
