@@ -137,15 +137,21 @@ func mergeW1(parts []Result) Result {
 		}
 	}
 	if len(rates) > 0 {
-		slices.Sort(rates)
-		r.RateLo, r.RateHi = rates[0], rates[len(rates)-1]
-		m := len(rates) / 2
-		r.Rate = rates[m]
-		if len(rates)%2 == 0 {
-			r.Rate = (rates[m-1] + rates[m]) / 2
-		}
+		r.RateLo, r.Rate, r.RateHi = spreadOf(rates)
 	}
 	return r
+}
+
+// spreadOf returns the lowest, the median (the mean of the middle two of an even
+// count) and the highest of xs, which it sorts; xs must not be empty.
+func spreadOf[T float64 | time.Duration](xs []T) (lo, median, hi T) {
+	slices.Sort(xs)
+	m := len(xs) / 2
+	median = xs[m]
+	if len(xs)%2 == 0 {
+		median = (xs[m-1] + xs[m]) / 2
+	}
+	return xs[0], median, xs[len(xs)-1]
 }
 
 // merge combines the results of several runs of one cell (W1's and W2's rounds):

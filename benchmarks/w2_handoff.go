@@ -3,7 +3,6 @@ package benchmarks
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,13 +47,7 @@ func mergeRounds(parts []Result) Result {
 		}
 	}
 	if len(p50s) > 0 {
-		slices.Sort(p50s)
-		r.P50Lo, r.P50Hi = p50s[0], p50s[len(p50s)-1]
-		m := len(p50s) / 2
-		r.P50 = p50s[m]
-		if len(p50s)%2 == 0 {
-			r.P50 = (p50s[m-1] + p50s[m]) / 2
-		}
+		r.P50Lo, r.P50, r.P50Hi = spreadOf(p50s)
 	}
 	return r
 }

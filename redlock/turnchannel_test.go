@@ -207,63 +207,30 @@ func TestTurnScoreSame(t *testing.T) {
 // that the release does not go to the key's channel, the Locker after it in line
 // hears the release too and tries the key once its turn timer runs out, instead of
 // sleeping until the holder's ttl.
-func TestTurnPassedOn(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	key := "turnpass-" + distlock.NewToken()[:8]
-	opts := redlock.WithTurnTimeout(&redlock.Options{NodeTimeout: 2 * time.Second}, 100*time.Millisecond)
-	holder, c := newLocker(t, opts), newLocker(t, opts)
-	// b keeps its idle channels subscribed for the whole test.
-	b := newLocker(t, redlock.WithHub(redlock.WithTurnTimeout(&redlock.Options{NodeTimeout: 2 * time.Second}, 100*time.Millisecond), 0, 0, time.Minute))
-	lease, err := holder.TryLock(ctx, key, 30*time.Second)
-	require.NoError(t, err)
-
-	// b waits, joins the turns, and gives up.
-	_, err = b.TryLock(ctx, key, 30*time.Second)
-	require.ErrorIs(t, err, distlock.ErrLocked)
-	bctx, bcancel := context.WithCancel(ctx)
-	bdone := make(chan error, 1)
-	go func() { bdone <- b.Wait(bctx, key) }()
-	inTurns(ctx, t, b, key)
-	bcancel()
-	require.ErrorIs(t, <-bdone, context.Canceled)
-
-	// c waits behind b.
-	_, err = c.TryLock(ctx, key, 30*time.Second)
-	require.ErrorIs(t, err, distlock.ErrLocked)
-	cdone := make(chan error, 1)
-	go func() { cdone <- c.Wait(ctx, key) }()
-	inTurns(ctx, t, c, key)
-
-	require.NoError(t, holder.Unlock(ctx, lease))
-	select {
-	case err := <-cdone:
-		require.NoError(t, err)
-	case <-time.After(10 * time.Second): // far below the holder's ttl of 30s
-		t.Fatal("the Locker after the one named did not wake")
-	}
-	got, err := c.TryLock(ctx, key, 30*time.Second)
-	require.NoError(t, err)
-	require.NoError(t, c.Unlock(ctx, got))
-}
+func TestTurnPassedOn(t *testing.T) { turnPassedOn(t, 1) }
 
 // TestTurnPassedOnTwice: the Locker named by a release and the one after it both
 // gave up their Waits but keep their channels subscribed (so the release goes to
 // their turn channels only); the Locker behind them must still wake soon after the
 // release (passTurn), not at its Wait's bound (the holder's ttl of 30s).
-func TestTurnPassedOnTwice(t *testing.T) {
+func TestTurnPassedOnTwice(t *testing.T) { turnPassedOn(t, 2) }
+
+// turnPassedOn puts gaveUp Lockers in line that wait, join the turns and give up
+// (keeping their idle channels subscribed for the whole test), then one more that
+// waits behind them, and checks that it wakes soon after the holder's release.
+func turnPassedOn(t *testing.T, gaveUp int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	key := "turnpass2-" + distlock.NewToken()[:8]
-	opts := redlock.WithTurnTimeout(&redlock.Options{NodeTimeout: 2 * time.Second}, 100*time.Millisecond)
-	holder, c := newLocker(t, opts), newLocker(t, opts)
+	key := "turnpass-" + distlock.NewToken()[:8]
+	opts := func() *redlock.Options {
+		return redlock.WithTurnTimeout(&redlock.Options{NodeTimeout: 2 * time.Second}, 100*time.Millisecond)
+	}
+	holder, c := newLocker(t, opts()), newLocker(t, opts())
 	lease, err := holder.TryLock(ctx, key, 30*time.Second)
 	require.NoError(t, err)
 
-	// b1 and then b2 wait, join the turns, and give up; both keep their idle
-	// channels subscribed for the whole test.
-	for range 2 {
-		b := newLocker(t, redlock.WithHub(redlock.WithTurnTimeout(&redlock.Options{NodeTimeout: 2 * time.Second}, 100*time.Millisecond), 0, 0, time.Minute))
+	for range gaveUp {
+		b := newLocker(t, redlock.WithHub(opts(), 0, 0, time.Minute))
 		_, err = b.TryLock(ctx, key, 30*time.Second)
 		require.ErrorIs(t, err, distlock.ErrLocked)
 		bctx, bcancel := context.WithCancel(ctx)
@@ -274,7 +241,7 @@ func TestTurnPassedOnTwice(t *testing.T) {
 		require.ErrorIs(t, <-bdone, context.Canceled)
 	}
 
-	// c waits behind both.
+	// c waits behind them.
 	_, err = c.TryLock(ctx, key, 30*time.Second)
 	require.ErrorIs(t, err, distlock.ErrLocked)
 	cdone := make(chan error, 1)
@@ -286,7 +253,7 @@ func TestTurnPassedOnTwice(t *testing.T) {
 	case err := <-cdone:
 		require.NoError(t, err)
 	case <-time.After(10 * time.Second): // far below the holder's ttl of 30s
-		t.Fatal("the Locker behind two that gave up did not wake")
+		t.Fatalf("the Locker behind %d that gave up did not wake", gaveUp)
 	}
 	got, err := c.TryLock(ctx, key, 30*time.Second)
 	require.NoError(t, err)
