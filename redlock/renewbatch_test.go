@@ -82,11 +82,19 @@ func TestRenewSlowMasters(t *testing.T) {
 	require.Eventually(t, func() bool { return started.Load() == leases }, 30*time.Second, time.Millisecond)
 	// The Renews are under way; sample the goroutines for a while (the old code's
 	// fan-outs start five each as they go).
-	peak := 0
-	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
-		peak = max(peak, runtime.NumGoroutine()-g0)
-		time.Sleep(5 * time.Millisecond)
+	peak := runtime.NumGoroutine() - g0
+	tick := time.NewTicker(5 * time.Millisecond)
+	window := time.After(time.Second)
+sample:
+	for {
+		select {
+		case <-tick.C:
+			peak = max(peak, runtime.NumGoroutine()-g0)
+		case <-window:
+			break sample
+		}
 	}
+	tick.Stop()
 	for _, s := range nodes {
 		s.Resume(t)
 	}
