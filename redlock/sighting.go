@@ -28,7 +28,7 @@ type peeks struct {
 // peek reads each node's hub for the channels of key's names n.
 func (l *Locker) peek(n redisx.Names) peeks {
 	var p peeks
-	tc := turnChannel(n, l.id)
+	var tc string // built only when a hub has the key's channel: not on W1's path
 	for i, node := range l.nodes {
 		if !node.Hub.Live() {
 			continue
@@ -39,6 +39,7 @@ func (l *Locker) peek(n redisx.Names) peeks {
 		}
 		if p.toks == nil {
 			p.toks, p.turnToks, p.ok = make([]redisx.Token, len(l.nodes)), make([]redisx.Token, len(l.nodes)), make([]bool, len(l.nodes))
+			tc = turnChannel(n, l.id)
 		}
 		p.toks[i] = tok
 		p.turnToks[i], p.ok[i] = node.Hub.Peek(tc)
