@@ -61,6 +61,14 @@ type keyView struct {
 type views struct {
 	mu sync.Mutex
 	m  map[string]*keyView
+	// kept keeps the since of a view that forget dropped, for turnSince (turns.go).
+	kept map[string]keptSince
+}
+
+// A keptSince is the since of a dropped view, and when it was dropped.
+type keptSince struct {
+	since int64
+	at    time.Time
 }
 
 // get returns key's view, making one when create is set. v.mu is held.
@@ -155,7 +163,8 @@ func (l *Locker) released(key string, msgs []string) {
 	}
 }
 
-// forget drops key's view once no Wait of l waits on key.
+// forget drops key's view once no Wait of l waits on key; its since is kept
+// (turns.go).
 func (l *Locker) forget(key string) {
 	if l.queue.Len(key) > 0 {
 		return
@@ -164,6 +173,9 @@ func (l *Locker) forget(key string) {
 	if kv := l.views.m[key]; kv != nil {
 		kv.stopTurn()
 		delete(l.views.m, key)
+		if kv.since != 0 {
+			l.views.keep(key, kv.since, time.Now())
+		}
 	}
 	l.views.mu.Unlock()
 }

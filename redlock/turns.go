@@ -112,15 +112,51 @@ func parseRelease(msg string) (digest, next string, named bool) {
 // clean-up of its attempt, waitScript): since when l waits on key, in microseconds
 // since 1970, now when it did not wait yet. It is the same for every attempt and
 // every Wait's read of l until l takes the key, so that whichever of them reaches a
-// node first, every node gives l the same place in line.
+// node first, every node gives l the same place in line. That holds across the
+// gaps between l's Waits too (a Wait ends, its TryLock fails, the next Wait
+// begins: forget drops the view in between), for up to keepSince after the last
+// Wait ended: a release that named l on some nodes only took l out there, and l's
+// next TryLock puts it back there at its old place, not at the end; with a new
+// score, the nodes would disagree on the order from then on, and their releases
+// would name two Lockers at once (both try the key, and one of them loses a round).
 func (l *Locker) turnSince(key string, now int64) int64 {
 	l.views.mu.Lock()
 	defer l.views.mu.Unlock()
 	kv := l.views.get(key, true)
 	if kv.since == 0 {
 		kv.since = now
+		if k, ok := l.views.kept[key]; ok {
+			if time.Since(k.at) < keepSince {
+				kv.since = k.since
+			}
+			delete(l.views.kept, key)
+		}
 	}
 	return kv.since
+}
+
+// keepSince is how long a Locker keeps its place in a key's turns (turnSince) after
+// its last Wait on the key ended: longer than the gap between the Waits of a wait
+// loop (distlock.Lock backs off at most a second by default), short enough that a
+// Locker that gave up does not come back at the head of the line.
+const keepSince = 10 * time.Second
+
+// keep records since as key's since of a view dropped at now. v.mu is held.
+func (v *views) keep(key string, since int64, now time.Time) {
+	if v.kept == nil {
+		v.kept = make(map[string]keptSince)
+	}
+	if len(v.kept) >= maxViews {
+		for k, e := range v.kept {
+			if now.Sub(e.at) >= keepSince {
+				delete(v.kept, k)
+			}
+		}
+		if len(v.kept) >= maxViews {
+			clear(v.kept)
+		}
+	}
+	v.kept[key] = keptSince{since, now}
 }
 
 // took records that l took key: its waiting on key (turnSince) starts anew.
@@ -130,6 +166,7 @@ func (l *Locker) took(key string) {
 	if kv := l.views.get(key, false); kv != nil {
 		kv.since = 0
 	}
+	delete(l.views.kept, key)
 }
 
 // turnScore reports whether a Wait's read of key's locks is to add l to key's
