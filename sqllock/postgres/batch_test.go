@@ -34,10 +34,11 @@ func countedLocker(t *testing.T, table string, conns int32, stmts *counter) (*Lo
 }
 
 // TestBatchStatements: 16 goroutines that share a Locker, each taking and
-// releasing a key of its own, share statements: the TryLocks and the Unlocks that
-// come while the Locker's statements are in flight go as one statement each, so
-// that a pair costs well under the 2 statements of a lone caller (the old code
-// sent 2 per pair whatever the concurrency). One connection makes the queue
+// releasing a key of its own, share round trips: the TryLocks and the Unlocks that
+// come while the Locker's round trips are in flight go together as one, so that a
+// pair costs well under the 2 round trips of a lone caller (the code before
+// batching sent 2 per pair whatever the concurrency; the code that batched
+// TryLocks and Unlocks apart, 0.66-0.72 here). One connection makes the queue
 // certain.
 func TestBatchStatements(t *testing.T) {
 	const goroutines, pairs = 16, 40
@@ -65,8 +66,8 @@ func TestBatchStatements(t *testing.T) {
 	run(pairs)
 	sent := stmts.n.Load() - before
 	perPair := float64(sent) / float64(goroutines*pairs)
-	t.Logf("%d statements for %d pairs: %.2f a pair", sent, goroutines*pairs, perPair)
-	require.Less(t, perPair, 1.0, "statements per TryLock+Unlock pair of 16 concurrent callers")
+	t.Logf("%d round trips for %d pairs: %.2f a pair", sent, goroutines*pairs, perPair)
+	require.Less(t, perPair, 0.5, "round trips per TryLock+Unlock pair of 16 concurrent callers")
 }
 
 func assertNoError(t *testing.T, err error) bool {
