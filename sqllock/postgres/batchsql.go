@@ -1,18 +1,26 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 
 	"github.com/distlock/distlock/sqllock"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// acquireBatch runs the acquires of cs (sorted by key_hash, no two of one key) in
-// one statement: their rows are taken in one transaction. When the database
-// rejects the statement (which then had no effect), each runs alone.
-func (d *dialect) acquireBatch(ctx context.Context, cs []*call) {
+// runBatch runs the acquires and releases of cs (sorted by key_hash) on one
+// connection: alone, a call's own statement; two or more, a pipeline of their
+// statements, acquire and release as each runs alone, sent at once and followed by
+// one Sync, so that PostgreSQL runs them in turn in one implicit transaction,
+// which commits at the end (one round trip, one commit; CURRENT_TIMESTAMP is the
+// transaction's start). A statement sees the rows that the ones before it wrote:
+// of two acquires of one key, the second finds it held; an acquire after a
+// release of its key takes it. When the database rejects a statement, the
+// transaction (which then had no effect) rolls back, and each call runs alone. An
+// acquire that found no row of its key then runs insert, alone.
+func (d *dialect) runBatch(ctx context.Context, cs []*call) {
 	c, err := d.pool.Acquire(ctx)
 	if err != nil {
 		setAll(cs, result{err: sqllock.NotSent(err), known: true})
@@ -24,52 +32,50 @@ func (d *dialect) acquireBatch(ctx context.Context, cs []*call) {
 		setAll(cs, result{err: sqllock.NotSent(err), known: true})
 		return
 	}
-	each := func(run func(*call) result) {
-		for _, x := range cs {
-			x.res = run(x)
-			x.res.sess = sess
-		}
-	}
 	if len(cs) == 1 {
-		each(func(x *call) result { return d.acquireOn(ctx, c, x.r) })
+		d.runOn(ctx, c, cs[0], sess)
 		return
 	}
-	hs, ks, ts := make([][]byte, len(cs)), make([][]byte, len(cs)), make([][]byte, len(cs))
-	us := make([]int64, len(cs))
-	for i, x := range cs {
-		hs[i], ks[i], ts[i], us[i] = x.r.hash, x.r.key, x.r.token, x.r.us
-	}
-	fences := make([]int64, len(cs))
-	seen := 0
-	rows, err := c.Query(ctx, d.sql.acquireBatch, hs, ks, ts, us, d.owner)
-	if err == nil {
-		var i, fence int64
-		_, err = pgx.ForEachRow(rows, []any{&i, &fence}, func() error {
-			if i < 1 || i > int64(len(cs)) {
-				return fmt.Errorf("acquire: the database returned row %d of %d", i, len(cs))
-			}
-			fences[i-1] = fence
-			seen++
-			return nil
-		})
-		if err == nil && seen != len(cs) {
-			err = fmt.Errorf("acquire: the database returned %d rows for %d", seen, len(cs))
+	b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(cs))}
+	for _, x := range cs {
+		if x.r.release {
+			b.Queue(d.sql.release, d.releaseArgs(x.r)...)
+		} else {
+			b.Queue(d.sql.acquire, d.acquireArgs(x.r)...)
 		}
+	}
+	got := make([]int64, len(cs)) // acquire: the fence, 0 or -1; release: rows
+	br := c.SendBatch(ctx, b)
+	for i, x := range cs {
+		if x.r.release {
+			var tag pgconn.CommandTag
+			if tag, err = br.Exec(); err != nil {
+				break
+			}
+			got[i] = tag.RowsAffected()
+		} else if err = br.QueryRow().Scan(&got[i]); err != nil {
+			break
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
 	}
 	switch {
 	case err != nil && d.Definite(err):
-		each(func(x *call) result { return d.acquireOn(ctx, c, x.r) })
+		for _, x := range cs {
+			d.runOn(ctx, c, x, sess)
+		}
 	case err != nil:
-		setAll(cs, result{err: err, sess: sess})
+		for _, x := range cs {
+			x.res = result{err: err, sess: sess}
+		}
 	default:
 		for i, x := range cs {
-			switch f := fences[i]; {
-			case f >= 0:
-				x.res = result{fence: f, known: true, sess: sess}
-			case wonInBatch(cs, fences, i):
-				// Another TryLock of the key took its row in this statement,
-				// which has committed: this one, as concurrent, finds it held.
-				x.res = result{known: true, sess: sess}
+			switch {
+			case x.r.release:
+				x.res = result{ok: got[i] == 1, known: true}
+			case got[i] >= 0:
+				x.res = result{fence: got[i], known: true, sess: sess} // won, or held (0)
 			default:
 				x.res = d.insertOn(ctx, c, x.r)
 				x.res.sess = sess
@@ -78,63 +84,33 @@ func (d *dialect) acquireBatch(ctx context.Context, cs []*call) {
 	}
 }
 
-// wonInBatch reports whether a call of cs other than cs[i], for the same key,
-// took its row (cs is sorted by key_hash).
-func wonInBatch(cs []*call, fences []int64, i int) bool {
-	for _, dir := range []int{-1, 1} {
-		for j := i + dir; j >= 0 && j < len(cs) && bytes.Equal(cs[j].r.hash, cs[i].r.hash); j += dir {
-			if fences[j] > 0 {
-				return true
-			}
-		}
+// runOn runs the statement of x alone on c, whose session is sess.
+func (d *dialect) runOn(ctx context.Context, c *pgxpool.Conn, x *call, sess sqllock.Session) {
+	if x.r.release {
+		x.res = result{known: true}
+		x.res.ok, x.res.err = d.releaseOn(ctx, c, x.r)
+		return
 	}
-	return false
+	x.res = d.acquireOn(ctx, c, x.r)
+	x.res.sess = sess
+}
+
+// acquireArgs are the arguments of acquire for r.
+func (d *dialect) acquireArgs(r rowArgs) []any {
+	// One interface value for both uses of the token: it saves a client
+	// allocation.
+	tok := any(r.token)
+	return []any{r.hash, r.key, tok, pgtype.Interval{Microseconds: r.us, Valid: true}, d.owner, tok}
+}
+
+// releaseArgs are the arguments of release for r.
+func (d *dialect) releaseArgs(r rowArgs) []any {
+	return []any{r.hash, r.key, r.token, d.table, keyID(r.hash)}
 }
 
 // setAll gives every call of cs the result res.
 func setAll(cs []*call, res result) {
 	for _, x := range cs {
 		x.res = res
-	}
-}
-
-// releaseBatch runs the releases of cs (sorted by key_hash, no two of one row) in
-// one statement; when the database rejects it (no effect), each runs alone.
-func (d *dialect) releaseBatch(ctx context.Context, cs []*call) {
-	each := func() {
-		for _, x := range cs {
-			x.res.ok, x.res.err = d.releaseOn(ctx, d.pool, x.r)
-		}
-	}
-	if len(cs) == 1 {
-		each()
-		return
-	}
-	hs, ks, ts := make([][]byte, len(cs)), make([][]byte, len(cs)), make([][]byte, len(cs))
-	kids := make([]int32, len(cs))
-	for i, x := range cs {
-		hs[i], ks[i], ts[i], kids[i] = x.r.hash, x.r.key, x.r.token, keyID(x.r.hash)
-	}
-	released := make([]bool, len(cs))
-	rows, err := d.pool.Query(ctx, d.sql.releaseBatch, hs, ks, ts, kids, d.table)
-	if err == nil {
-		var i int64
-		_, err = pgx.ForEachRow(rows, []any{&i}, func() error {
-			if i < 1 || i > int64(len(cs)) {
-				return fmt.Errorf("release: the database returned row %d of %d", i, len(cs))
-			}
-			released[i-1] = true
-			return nil
-		})
-	}
-	switch {
-	case err != nil && d.Definite(err):
-		each()
-	case err != nil:
-		setAll(cs, result{err: err})
-	default:
-		for i, x := range cs {
-			x.res = result{ok: released[i], known: true}
-		}
 	}
 }

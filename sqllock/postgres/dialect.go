@@ -12,7 +12,6 @@ import (
 	"github.com/distlock/distlock/sqllock/internal/calls"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -23,16 +22,15 @@ type dialect struct {
 	sql   statements
 	table any // sql.tableID, boxed once
 
-	acq, rel flights        // the acquires and the releases in flight (batch.go; their statements: batchsql.go)
-	batches  sync.WaitGroup // their batches' goroutines
-	gaveUp   handles        // acquires whose callers left while their batch ran
+	fl      flights        // the acquires and releases in flight (batch.go; their statements: batchsql.go)
+	batches sync.WaitGroup // their batches' goroutines
+	gaveUp  handles        // acquires whose callers left while their batch ran
 }
 
 func newDialect(pool *pgxpool.Pool, owner, table string) *dialect {
 	sql := newStatements(table)
 	d := &dialect{pool: pool, owner: owner, sql: sql, table: sql.tableID}
-	d.acq = flights{run: d.acquireBatch, max: maxFlights, stall: stallAfter, wg: &d.batches}
-	d.rel = flights{run: d.releaseBatch, max: maxFlights, stall: stallAfter, wg: &d.batches}
+	d.fl = flights{run: d.runBatch, max: maxFlights, stall: stallAfter, wg: &d.batches}
 	return d
 }
 
@@ -86,14 +84,14 @@ func (d *dialect) exec(ctx context.Context, q string) error {
 
 func (d *dialect) Acquire(ctx context.Context, r sqllock.Row, ttl time.Duration) (int64, bool, sqllock.Session, error) {
 	args := rowArgs{hash: r.Hash, key: r.Key, token: r.Token, us: calls.Micros(ttl)}
-	s, c := d.acq.enter(ctx, args)
+	s, c := d.fl.enter(ctx, args)
 	var res result
 	if s != nil {
 		res = d.acquireAlone(ctx, args)
 		s.leave()
 	} else {
 		var ok, queued bool
-		if res, ok, queued = d.acq.wait(ctx, c); !ok {
+		if res, ok, queued = d.fl.wait(ctx, c); !ok {
 			if queued {
 				return 0, false, sqllock.Session{}, sqllock.NotSent(ctx.Err())
 			}
@@ -130,11 +128,9 @@ func (d *dialect) acquireAlone(ctx context.Context, r rowArgs) result {
 
 // acquireOn runs the acquire of one row on c.
 func (d *dialect) acquireOn(ctx context.Context, c *pgxpool.Conn, r rowArgs) result {
-	// One interface value for both uses of the token, and a non-NULL result:
-	// each saves a client allocation.
-	tok := any(r.token)
+	// A non-NULL result saves a client allocation.
 	var got int64
-	err := c.QueryRow(ctx, d.sql.acquire, r.hash, r.key, tok, pgtype.Interval{Microseconds: r.us, Valid: true}, d.owner, tok).Scan(&got)
+	err := c.QueryRow(ctx, d.sql.acquire, d.acquireArgs(r)...).Scan(&got)
 	switch {
 	case err != nil:
 		return result{err: err, known: d.Definite(err)}
@@ -237,13 +233,13 @@ func (d *dialect) RenewBatch(ctx context.Context, rs []sqllock.Row, ttls []time.
 }
 
 func (d *dialect) Release(ctx context.Context, r sqllock.Row) (bool, error) {
-	args := rowArgs{hash: r.Hash, key: r.Key, token: r.Token}
-	s, c := d.rel.enter(ctx, args)
+	args := rowArgs{hash: r.Hash, key: r.Key, token: r.Token, release: true}
+	s, c := d.fl.enter(ctx, args)
 	if s != nil {
 		defer s.leave()
 		return d.releaseOn(ctx, d.pool, args)
 	}
-	res, ok, _ := d.rel.wait(ctx, c)
+	res, ok, _ := d.fl.wait(ctx, c)
 	if !ok {
 		return false, ctx.Err()
 	}
@@ -257,7 +253,7 @@ type execer interface {
 
 // releaseOn runs the release of one row with e.
 func (d *dialect) releaseOn(ctx context.Context, e execer, r rowArgs) (bool, error) {
-	tag, err := e.Exec(ctx, d.sql.release, r.hash, r.key, r.token, d.table, keyID(r.hash))
+	tag, err := e.Exec(ctx, d.sql.release, d.releaseArgs(r)...)
 	if err != nil {
 		return false, err
 	}

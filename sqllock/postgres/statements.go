@@ -22,7 +22,6 @@ const heldSetting = "distlock.held"
 type statements struct {
 	create, highWater                    []string // the DDL: CREATE TABLE; INSERT of the high-water row
 	acquire, insert, renew, release      string
-	acquireBatch, releaseBatch           string
 	inspect                              string
 	renewBatch                           string
 	candidates, pruneLock, prune, listen string
@@ -50,14 +49,16 @@ func newStatements(table string) statements {
 VALUES (` + highWater + `, '', '', 0, 'epoch', '` + sqllock.HighWaterOwner + `')
 ON CONFLICT (key_hash) DO NOTHING`},
 		// CURRENT_TIMESTAMP (now()) is the start of the statement's transaction:
-		// this statement alone. acquire takes the key's row over when it has
+		// this statement alone, or the batch it is part of (batchsql.go), which
+		// the server began after the callers' requests. acquire takes the key's row over when it has
 		// expired, its fence + 1 (the common case, which touches no other row),
 		// and returns that fence. When the row it finds (the latest version: READ
 		// COMMITTED rechecks a row that a concurrent statement changed) has not
 		// expired, its last condition (which runs after the cheaper ones, as in
 		// release: only on the key's own row) marks the key held in a setting
 		// local to the statement's transaction, valued $6 (the token: no other
-		// statement's value), and it returns 0; it returns -1 when it found no row
+		// statement's value, also in a batch, whose statements share the
+		// transaction), and it returns 0; it returns -1 when it found no row
 		// of the key, and then insert decides. Every node of a statement is set up
 		// at each execution, run or not (callgrind, the server's instructions per
 		// TryLock+Unlock): a second scan of the row that told a held key cost 8% of
@@ -99,37 +100,6 @@ SELECT COALESCE((SELECT fence FROM u), CASE current_setting('` + heldSetting + `
 	RETURNING fence
 )
 SELECT fence FROM u UNION ALL SELECT fence FROM i`,
-		// acquire of many rows (distinct key_hash, sorted), each as in acquire:
-		// the fence of each row it took over; of the others, 0 when the
-		// statement's snapshot has the key's row unexpired (held), -1 when it has
-		// none, or an expired one that the UPDATE did not take (a concurrent
-		// acquire took it meanwhile): then insert decides, for that row alone.
-		// key_hash = ANY($1) makes the plan look the rows up by the primary key
-		// (in key_hash order) whatever the table's statistics say (with few
-		// unexpired rows the planner would scan the table), and the held rows are
-		// looked up by a scalar subquery, which is never hashed into a scan of the
-		// table.
-		acquireBatch: `WITH v AS (
-	SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::bigint[]) WITH ORDINALITY AS v(h, k, tok, us, i)
-), u AS (
-	UPDATE ` + t + ` AS t SET token = v.tok, fence = t.fence + 1,
-		expires_at = CURRENT_TIMESTAMP + v.us * interval '1 microsecond', owner = $5
-	FROM v
-	WHERE t.key_hash = ANY($1::bytea[]) AND t.key_hash = v.h AND t.lock_key = v.k AND t.expires_at <= CURRENT_TIMESTAMP
-	RETURNING v.i, t.fence
-)
-SELECT v.i, COALESCE(u.fence,
-	(SELECT 0::bigint FROM ` + t + ` k WHERE k.key_hash = v.h AND k.lock_key = v.k AND k.expires_at > CURRENT_TIMESTAMP),
-	-1)
-FROM v LEFT JOIN u ON u.i = v.i`,
-		// release of many rows (no two with the same key_hash and token), each as
-		// in release, returning the index of each released one; ANY($1) as in
-		// acquireBatch.
-		releaseBatch: `UPDATE ` + t + ` AS t SET expires_at = CURRENT_TIMESTAMP
-FROM unnest($1::bytea[], $2::bytea[], $3::bytea[], $4::int4[]) WITH ORDINALITY AS v(h, k, tok, kid, i)
-WHERE t.key_hash = ANY($1::bytea[]) AND t.key_hash = v.h AND t.lock_key = v.k AND t.token = v.tok AND t.expires_at > CURRENT_TIMESTAMP
-	AND (pg_try_advisory_xact_lock($5::int4, v.kid) OR pg_notify('` + channel + `', encode(v.h, 'hex')) IS NOT NULL)
-RETURNING v.i`,
 		// GREATEST: a renewal never moves the expiry earlier (a shorter ttl whose
 		// reply is lost must not cut the lease under its holder's old Expires).
 		renew: `UPDATE ` + t + ` SET expires_at = GREATEST(expires_at, now() + $4::bigint * interval '1 microsecond')
