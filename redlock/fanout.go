@@ -36,9 +36,11 @@ const (
 // f(ctx, i), and waits until every one has answered, the per-node timeout has passed
 // since the fan-out began, or ctx is done, whichever comes first. When enough is not
 // nil and reports, after some answer, that the answers so far decide the outcome,
-// fanout returns at once, or, when linger is set (TryLock's phase 1, where every
-// extra lock makes the lease sturdier, and Renew and Unlock, which should reach every
-// node before the caller goes on), waits for the others only as long again as
+// fanout returns at once (Unlock: the calls not waited for run on), or, when
+// linger is set (TryLock's phase 1, where every extra lock makes the lease
+// sturdier and an Unlock right after it finds every lock made, and Renew, whose
+// caller should know each node's lease before it goes on), waits for the others
+// only as long again as
 // the fan-out has taken so far (at least decidedGrace): a node that is down or slow
 // then costs an operation no more than twice the healthy nodes' round trip, while
 // nodes that are merely a little slower than the quorum still take part. Calls that

@@ -17,8 +17,10 @@ import (
 // on a minority of nodes, which held no lease). Any other error (too few nodes
 // answered in time) leaves some locks to expire by their ttl.
 //
-// Each node gets Options.NodeTimeout. If ctx ends first, Unlock returns ctx's error
-// and the requests complete in the background. Every error is an *distlock.OpError.
+// Each node gets Options.NodeTimeout. Unlock returns as soon as the answers decide
+// it; the requests to the other nodes complete in the background, as they do when
+// ctx ends first (Unlock then returns ctx's error). Every error is an
+// *distlock.OpError.
 func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
 	if err := l.group.Enter(); err != nil {
 		return opError("Unlock", lease.Key, err)
@@ -53,7 +55,7 @@ func (l *Locker) unlock(ctx context.Context, lease distlock.Lease) error {
 			return false, nil
 		}
 		return l.releaseOn(ctx, i, c)
-	}, nil, l.decidedBool, true)
+	}, nil, l.decidedBool, false) // the other nodes' releases finish in the background
 	released, notHeld := 0, 0
 	for _, r := range res {
 		switch {
