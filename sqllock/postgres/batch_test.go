@@ -158,23 +158,9 @@ func TestBatchCallerLeaves(t *testing.T) {
 	admin := newPool(t, "")
 	prefix := "batch-leave-" + distlock.NewToken()[:8] + "-"
 	first, c, d, e := prefix+"first", prefix+"c", prefix+"d", prefix+"e"
-	for _, k := range []string{first, c, d, e} { // the rows exist
-		lease, err := l.TryLock(sqltest.OpCtx(t), k, time.Minute)
-		require.NoError(t, err)
-		require.NoError(t, l.Unlock(sqltest.OpCtx(t), lease))
-	}
-	lockRows := func(keys ...string) func() {
-		tx, err := admin.Begin(sqltest.OpCtx(t))
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-		for _, k := range keys {
-			_, err := tx.Exec(sqltest.OpCtx(t), `SELECT 1 FROM batch_leave WHERE key_hash = $1 FOR UPDATE`, row(k).Hash)
-			require.NoError(t, err)
-		}
-		return func() { require.NoError(t, tx.Commit(sqltest.OpCtx(t))) }
-	}
-	commitFirst := lockRows(first)
-	commitRest := lockRows(c, d, e)
+	makeRows(t, l, first, c, d, e)
+	commitFirst := lockRows(t, admin, "batch_leave", first)
+	commitRest := lockRows(t, admin, "batch_leave", c, d, e)
 
 	type result struct {
 		lease distlock.Lease
@@ -246,16 +232,8 @@ func TestBatchStall(t *testing.T) {
 	admin := newPool(t, "")
 	prefix := "batch-stall-" + distlock.NewToken()[:8] + "-"
 	stuck, other := prefix+"stuck", prefix+"other"
-	for _, k := range []string{stuck, other} { // the rows exist
-		lease, err := l.TryLock(sqltest.OpCtx(t), k, time.Minute)
-		require.NoError(t, err)
-		require.NoError(t, l.Unlock(sqltest.OpCtx(t), lease))
-	}
-	tx, err := admin.Begin(sqltest.OpCtx(t))
-	require.NoError(t, err)
-	defer tx.Rollback(context.Background())
-	_, err = tx.Exec(sqltest.OpCtx(t), `SELECT 1 FROM batch_stall WHERE key_hash = $1 FOR UPDATE`, row(stuck).Hash)
-	require.NoError(t, err)
+	makeRows(t, l, stuck, other)
+	commitStuck := lockRows(t, admin, "batch_stall", stuck)
 
 	stuckDone := make(chan error, 1)
 	go func() {
@@ -285,7 +263,7 @@ WHERE wait_event_type = 'Lock' AND query LIKE 'WITH u AS%'`).Scan(&n)
 		t.Fatalf("the TryLock of the locked row returned before its row was free: %v", err)
 	default:
 	}
-	require.NoError(t, tx.Commit(sqltest.OpCtx(t)))
+	commitStuck()
 	require.NoError(t, <-stuckDone)
 }
 
@@ -304,18 +282,10 @@ func TestBatchMixed(t *testing.T) {
 	admin := newPool(t, "")
 	prefix := "batch-mixed-" + distlock.NewToken()[:8] + "-"
 	stuck, free, held := prefix+"stuck", prefix+"free", prefix+"held"
-	for _, k := range []string{stuck, free, held} { // the rows exist
-		lease, err := l.TryLock(sqltest.OpCtx(t), k, time.Minute)
-		require.NoError(t, err)
-		require.NoError(t, l.Unlock(sqltest.OpCtx(t), lease))
-	}
+	makeRows(t, l, stuck, free, held)
 	heldLease, err := l.TryLock(sqltest.OpCtx(t), held, time.Minute)
 	require.NoError(t, err)
-	tx, err := admin.Begin(sqltest.OpCtx(t))
-	require.NoError(t, err)
-	defer tx.Rollback(context.Background())
-	_, err = tx.Exec(sqltest.OpCtx(t), `SELECT 1 FROM batch_mixed WHERE key_hash = $1 FOR UPDATE`, row(stuck).Hash)
-	require.NoError(t, err)
+	commitStuck := lockRows(t, admin, "batch_mixed", stuck)
 
 	type result struct {
 		lease distlock.Lease
@@ -344,7 +314,7 @@ WHERE wait_event_type = 'Lock' AND query LIKE 'WITH u AS%'`).Scan(&n)
 	heldDone := []chan result{try(held), try(held)}
 	require.Eventually(t, func() bool { return l.d.fl.queued() == 4 }, 10*time.Second, time.Millisecond,
 		"the Unlock queues with the TryLocks")
-	require.NoError(t, tx.Commit(sqltest.OpCtx(t)))
+	commitStuck()
 
 	r := <-stuckDone
 	require.NoError(t, r.err)
@@ -382,21 +352,7 @@ func TestBatchAllLeave(t *testing.T) {
 	admin := newPool(t, "")
 	prefix := "batch-all-leave-" + distlock.NewToken()[:8] + "-"
 	first, c, d := prefix+"first", prefix+"c", prefix+"d"
-	for _, k := range []string{first, c, d} { // the rows exist
-		lease, err := l.TryLock(sqltest.OpCtx(t), k, time.Minute)
-		require.NoError(t, err)
-		require.NoError(t, l.Unlock(sqltest.OpCtx(t), lease))
-	}
-	lockRows := func(keys ...string) func() {
-		tx, err := admin.Begin(sqltest.OpCtx(t))
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-		for _, k := range keys {
-			_, err := tx.Exec(sqltest.OpCtx(t), `SELECT 1 FROM batch_all_leave WHERE key_hash = $1 FOR UPDATE`, row(k).Hash)
-			require.NoError(t, err)
-		}
-		return func() { require.NoError(t, tx.Commit(sqltest.OpCtx(t))) }
-	}
+	makeRows(t, l, first, c, d)
 	waiting := func(n int) func() bool {
 		return func() bool {
 			var got int
@@ -406,8 +362,8 @@ WHERE wait_event_type = 'Lock' AND query LIKE 'WITH u AS%'`).Scan(&got)
 			return got == n
 		}
 	}
-	commitFirst := lockRows(first)
-	commitRest := lockRows(c, d)
+	commitFirst := lockRows(t, admin, "batch_all_leave", first)
+	commitRest := lockRows(t, admin, "batch_all_leave", c, d)
 	firstDone := make(chan error, 1)
 	var firstLease distlock.Lease
 	go func() {
@@ -450,4 +406,28 @@ WHERE wait_event_type = 'Lock' AND query LIKE 'WITH u AS%'`).Scan(&got)
 		}, 10*time.Second, 10*time.Millisecond)
 	}
 	require.NoError(t, l.Unlock(sqltest.OpCtx(t), firstLease))
+}
+
+// makeRows makes the rows of keys in l's table (a TryLock and an Unlock each).
+func makeRows(t *testing.T, l *Locker, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		lease, err := l.TryLock(sqltest.OpCtx(t), k, time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(sqltest.OpCtx(t), lease))
+	}
+}
+
+// lockRows locks the rows of keys in table (FOR UPDATE) in a transaction of
+// admin's, and returns the function that commits it (it rolls back at t's end).
+func lockRows(t *testing.T, admin *pgxpool.Pool, table string, keys ...string) (commit func()) {
+	t.Helper()
+	tx, err := admin.Begin(sqltest.OpCtx(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	for _, k := range keys {
+		_, err := tx.Exec(sqltest.OpCtx(t), `SELECT 1 FROM `+table+` WHERE key_hash = $1 FOR UPDATE`, row(k).Hash)
+		require.NoError(t, err)
+	}
+	return func() { require.NoError(t, tx.Commit(sqltest.OpCtx(t))) }
 }
