@@ -69,13 +69,8 @@ UPDATE ` + table + ` SET fence = GREATEST(fence, (SELECT max(fence) FROM d)) WHE
 				lease, err := l.TryLock(sqltest.OpCtx(t), key, time.Minute)
 				done <- result{lease, err}
 			}()
-			require.Eventually(t, func() bool { // its UPDATE waits for the row
-				var n int
-				err := admin.QueryRow(sqltest.OpCtx(t), `SELECT count(*) FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND query LIKE 'WITH u AS%'`).Scan(&n)
-				require.NoError(t, err)
-				return n == 1
-			}, 10*time.Second, 5*time.Millisecond)
+			// its UPDATE waits for the row
+			require.Eventually(t, lockWaits(t, admin, "WITH u AS%", 1), 10*time.Second, 5*time.Millisecond)
 			require.NoError(t, tx.Commit(sqltest.OpCtx(t)))
 			got := <-done
 			require.Equal(t, tc.stmts, stmts.n.Load()-before, "statements of the TryLock")

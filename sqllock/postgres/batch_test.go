@@ -174,15 +174,7 @@ func TestBatchCallerLeaves(t *testing.T) {
 		}()
 		return ch
 	}
-	waiting := func(query string, n int) func() bool {
-		return func() bool {
-			var got int
-			err := admin.QueryRow(sqltest.OpCtx(t), `SELECT count(*) FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND query LIKE $1`, query).Scan(&got)
-			require.NoError(t, err)
-			return got == n
-		}
-	}
+	waiting := func(query string, n int) func() bool { return lockWaits(t, admin, query, n) }
 	firstDone := try(sqltest.OpCtx(t), first)
 	require.Eventually(t, waiting("WITH u AS%", 1), 10*time.Second, 5*time.Millisecond) // alone
 	cctx, cancel := context.WithCancel(sqltest.OpCtx(t))
@@ -243,13 +235,7 @@ func TestBatchStall(t *testing.T) {
 		}
 		stuckDone <- err
 	}()
-	require.Eventually(t, func() bool {
-		var n int
-		err := admin.QueryRow(sqltest.OpCtx(t), `SELECT count(*) FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND query LIKE 'WITH u AS%'`).Scan(&n)
-		require.NoError(t, err)
-		return n == 1
-	}, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, lockWaits(t, admin, "WITH u AS%", 1), 10*time.Second, 5*time.Millisecond)
 
 	ctx, cancel := context.WithTimeout(sqltest.OpCtx(t), 5*time.Second)
 	defer cancel()
@@ -300,13 +286,7 @@ func TestBatchMixed(t *testing.T) {
 		return ch
 	}
 	stuckDone := try(stuck)
-	require.Eventually(t, func() bool {
-		var n int
-		err := admin.QueryRow(sqltest.OpCtx(t), `SELECT count(*) FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND query LIKE 'WITH u AS%'`).Scan(&n)
-		require.NoError(t, err)
-		return n == 1
-	}, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, lockWaits(t, admin, "WITH u AS%", 1), 10*time.Second, 5*time.Millisecond)
 	before := stmts.n.Load()
 	freeDone := try(free)
 	unlockDone := make(chan error, 1)
@@ -353,15 +333,7 @@ func TestBatchAllLeave(t *testing.T) {
 	prefix := "batch-all-leave-" + distlock.NewToken()[:8] + "-"
 	first, c, d := prefix+"first", prefix+"c", prefix+"d"
 	makeRows(t, l, first, c, d)
-	waiting := func(n int) func() bool {
-		return func() bool {
-			var got int
-			err := admin.QueryRow(sqltest.OpCtx(t), `SELECT count(*) FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND query LIKE 'WITH u AS%'`).Scan(&got)
-			require.NoError(t, err)
-			return got == n
-		}
-	}
+	waiting := func(n int) func() bool { return lockWaits(t, admin, "WITH u AS%", n) }
 	commitFirst := lockRows(t, admin, "batch_all_leave", first)
 	commitRest := lockRows(t, admin, "batch_all_leave", c, d)
 	firstDone := make(chan error, 1)
@@ -430,4 +402,16 @@ func lockRows(t *testing.T, admin *pgxpool.Pool, table string, keys ...string) (
 		require.NoError(t, err)
 	}
 	return func() { require.NoError(t, tx.Commit(sqltest.OpCtx(t))) }
+}
+
+// lockWaits reports whether n statements whose text is LIKE query wait for a lock
+// (pg_stat_activity, read with admin).
+func lockWaits(t *testing.T, admin *pgxpool.Pool, query string, n int) func() bool {
+	return func() bool {
+		var got int
+		err := admin.QueryRow(sqltest.OpCtx(t), `SELECT count(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND query LIKE $1`, query).Scan(&got)
+		require.NoError(t, err)
+		return got == n
+	}
 }
