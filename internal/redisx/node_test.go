@@ -44,6 +44,15 @@ func TestRunSharedStall(t *testing.T) {
 	require.NoError(t, c.Ping(t.Context()).Err())
 	n := redisx.NewNode(c, 0, "redis", time.Second, redisx.HubConfig{})
 	t.Cleanup(n.Hub.Close)
+	g := redisx.NewGroup()
+	n.SetGroup(g)
+	n.SetSharedSlots(1) // the next call queues behind the one in flight
+	require.NoError(t, g.Enter()) // the test is one long call of the Group
+	t.Cleanup(func() {
+		g.Leave()
+		g.Close()
+		g.Wait()
+	})
 	lock := "stall-" + distlock.NewToken()[:8]
 	// Load the renew script first, so that no NOSCRIPT round trip muddles timing.
 	_, err := n.RenewShared(t.Context(), lock, "t", 1000)

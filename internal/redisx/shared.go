@@ -23,10 +23,9 @@ import (
 // queue leaves it (its script is never sent); one whose script is in flight returns
 // ctx's error, and its late result goes to its abandon function (see Call).
 //
-// With a Group (SetGroup), a batch runs on one of the Group's workers, which then
-// sends the next batch, and the next, until the queue is empty: the callers only
-// wait. Without one (redlock's nodes), the first caller of a batch sends it on its
-// own goroutine, as the leader, and hands the queue to the first of the next batch.
+// A batch runs on one of the Node's Group's workers (SetGroup), which then sends the
+// next batch, and the next, until the queue is empty: the callers only wait. A Node
+// without a Group does not share: its RunShared calls are plain calls.
 
 // sharedSlots is how many calls or batches of a Node may be in flight at once; the
 // calls that come meanwhile wait in its queue. With 1, 16 goroutines on a quiet
@@ -62,7 +61,6 @@ const (
 	reqDone             // v and err are set, wake signalled
 	reqAbandoned        // its caller returned while it was in flight
 	reqAlone            // stalled: its caller is to go alone (wake signalled)
-	reqLead             // no Group: its caller is to send lead (wake signalled)
 )
 
 // A sharedReq is one RunShared call that waits in the queue.
@@ -77,7 +75,6 @@ type sharedReq struct {
 	v       any
 	err     error
 	state   atomic.Int32
-	lead    []*sharedReq  // reqLead: the batch to send (this call first)
 	wake    chan struct{} // capacity 1
 }
 
@@ -95,9 +92,8 @@ func putReq(r *sharedReq) {
 // need the queue to form behind one call. Call it before n is used.
 func (n *Node) SetSharedSlots(k int) { n.shared.slots = k }
 
-// SetGroup gives n the Group whose workers run its shared calls: then a RunShared
-// call whose context can end returns as soon as it ends, like Call (see RunShared).
-// Call it before n is used.
+// SetGroup gives n the Group whose workers run its shared calls; without one,
+// RunShared is a plain call. Call it before n is used.
 func (n *Node) SetGroup(g *Group) { n.group = g }
 
 // RenewShared is Renew through RunShared, for callers that renew many leases at
@@ -132,12 +128,11 @@ func (n *Node) SharedPending() int {
 // cancellation (the others' scripts must not fail because one caller gave up). A
 // call that finds a slot free is a plain Run.
 //
-// With a Group (SetGroup) and a context that can end, RunShared returns ctx's error
-// as soon as ctx is done: a call still in the queue leaves it unsent; a call in
-// flight leaves its result to abandon (when not nil), which runs on one of the
-// Group's goroutines (see Call). Call it during a call of the Group. Without a
-// Group, a call in flight returns when its reply has come (the caller's goroutine
-// may be the one that sends the batch).
+// With a context that can end, RunShared returns ctx's error as soon as ctx is done:
+// a call still in the queue leaves it unsent; a call in flight leaves its result to
+// abandon (when not nil), which runs on one of the Group's goroutines (see Call).
+// Call it during a call of the Node's Group (SetGroup). Without a Group, RunShared
+// is Run.
 func (n *Node) RunShared(ctx context.Context, abandon func(any, error), s *redis.Script, keys []string, args ...any) (any, error) {
 	return n.runShared(ctx, abandon, false, s, keys, args...)
 }
@@ -147,6 +142,9 @@ func (n *Node) RunShared(ctx context.Context, abandon func(any, error), s *redis
 func (n *Node) runShared(ctx context.Context, abandon func(any, error), keep bool, s *redis.Script, keys []string, args ...any) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if n.group == nil {
+		return n.Run(ctx, s, keys, args...).Result()
 	}
 	q := &n.shared
 	q.mu.Lock()
@@ -180,7 +178,7 @@ func (n *Node) runShared(ctx context.Context, abandon func(any, error), keep boo
 // can end (the caller returns when ctx does). slot tells that the call holds a slot,
 // which it passes on when it ends (doneShared).
 func (n *Node) runLone(ctx context.Context, abandon func(any, error), s *redis.Script, keys []string, args []any, slot bool) (any, error) {
-	if ctx.Done() == nil || n.group == nil {
+	if ctx.Done() == nil {
 		v, err := n.Run(ctx, s, keys, args...).Result()
 		if slot {
 			n.doneShared()
@@ -199,13 +197,9 @@ func (n *Node) runLone(ctx context.Context, abandon func(any, error), s *redis.S
 
 // await waits for r's turn and returns its result (see RunShared).
 func (n *Node) await(ctx context.Context, r *sharedReq) (any, error) {
-	var done <-chan struct{}
-	if n.group != nil {
-		done = ctx.Done()
-	}
 	select {
 	case <-r.wake:
-	case <-done:
+	case <-ctx.Done():
 		q := &n.shared
 		q.mu.Lock()
 		if r.state.Load() == reqQueued { // not sent: leave the queue, or leave it behind
@@ -227,24 +221,13 @@ func (n *Node) await(ctx context.Context, r *sharedReq) (any, error) {
 		}
 		<-r.wake // done or alone just now
 	}
-	switch r.state.Load() {
-	case reqAlone:
+	if r.state.Load() == reqAlone {
 		ctx, abandon, s, keys, args := r.ctx, r.abandon, r.s, r.keys, r.args
 		putReq(r)
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		return n.runLone(ctx, abandon, s, keys, args, false)
-	case reqLead: // no Group: send the batch on this goroutine
-		batch := r.lead
-		n.runBatch(context.WithoutCancel(r.ctx), batch)
-		v, err := r.v, r.err
-		for _, o := range batch[1:] {
-			o.deliver()
-		}
-		putReq(r)
-		n.doneShared()
-		return v, err
 	}
 	v, err := r.v, r.err
 	putReq(r)
@@ -291,13 +274,6 @@ func (n *Node) doneShared() {
 		return
 	}
 	batch := q.take()
-	if n.group == nil {
-		batch[0].lead = batch
-		batch[0].state.Store(reqLead)
-		q.mu.Unlock()
-		batch[0].wake <- struct{}{}
-		return
-	}
 	q.mu.Unlock()
 	n.group.run(funcJob(func() { n.drain(batch) }))
 }
