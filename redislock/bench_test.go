@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,9 +12,10 @@ import (
 	"github.com/distlock/distlock/conformance"
 )
 
-// The benchmarks compare an uncontended TryLock+Unlock with its floor: the same two
+// The benchmarks compare an uncontended TryLock+Unlock with its floors: the same two
 // round trips issued raw with go-redis (SET NX PX, then an EVAL compare-and-delete),
-// on the same server and client settings, in the same run:
+// and the fenced floor (fencedPair), on the same server and client settings, in the
+// same run:
 //
 //	go test -run '^$' -bench . -count 5 ./redislock/
 
@@ -67,6 +69,25 @@ func BenchmarkTryLockUnlockCancelable(b *testing.B) {
 // compareAndDelete is the usual owner-checked release.
 var compareAndDelete = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`
 
+// The fenced floor: what redislock's protocol needs at least, raw (as the matrix's
+// "redis raw floor + fence"): a script that sets the lock and increments its fence
+// counter, and a compare-and-delete that publishes the release.
+var (
+	fencedAcquire = redis.NewScript(`if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return redis.call('INCR', KEYS[2]) end return 0`)
+	fencedRelease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) redis.call('PUBLISH', KEYS[1], ARGV[1]) return 1 end return 0`)
+)
+
+// fencedPair runs one fenced floor pair on key with token.
+func fencedPair(ctx context.Context, c *redis.Client, key, token string) error {
+	if f, err := fencedAcquire.Run(ctx, c, []string{key, key + ":fence"}, token, benchTTL.Milliseconds()).Int64(); err != nil || f <= 0 {
+		return fmt.Errorf("fenced acquire: %v, %v", f, err)
+	}
+	if n, err := fencedRelease.Run(ctx, c, []string{key}, token).Int64(); err != nil || n != 1 {
+		return fmt.Errorf("fenced release: %v, %v", n, err)
+	}
+	return nil
+}
+
 // BenchmarkRawSetNXEvalDel: the floor, raw go-redis: SET key token NX PX, then EVAL
 // compare-and-delete.
 func BenchmarkRawSetNXEvalDel(b *testing.B) {
@@ -88,10 +109,12 @@ func BenchmarkRawSetNXEvalDel(b *testing.B) {
 	}
 }
 
-// BenchmarkInterleaved runs ours and the raw floor alternately, one iteration each,
-// and reports both times and their ratio: on a shared, noisy machine this ratio is
-// steadier than that of the two benchmarks above, which run seconds apart. Ours runs
-// with context.Background and with a cancellable context.
+// BenchmarkInterleaved runs ours, the raw floor and the fenced floor alternately,
+// one iteration each, and reports their times and ratios: on a shared, noisy
+// machine these ratios are steadier than those of the benchmarks above, which run
+// seconds apart. Ours runs with context.Background and with a cancellable context
+// (whose calls hand their command to a worker, so that they return when ctx ends:
+// what ours/fenced costs beyond the protocol at one goroutine).
 func BenchmarkInterleaved(b *testing.B) {
 	b.Run("ctx=background", func(b *testing.B) { benchInterleaved(b, context.Background()) })
 	b.Run("ctx=cancelable", func(b *testing.B) {
@@ -106,6 +129,7 @@ func benchInterleaved(b *testing.B, ctx context.Context) {
 	c := benchClient(b)
 	key := "bench-" + distlock.NewToken()[:8]
 	rawKey := "bench-raw-" + distlock.NewToken()[:8]
+	fencedKey := "bench-fenced-" + distlock.NewToken()[:8]
 	token := distlock.NewToken()
 	lease, err := l.TryLock(ctx, key, benchTTL)
 	if err != nil {
@@ -115,7 +139,10 @@ func benchInterleaved(b *testing.B, ctx context.Context) {
 		b.Fatal(err)
 	}
 	_ = c.Eval(ctx, compareAndDelete, []string{rawKey}, token).Err()
-	var ours, raw time.Duration
+	if err := fencedPair(ctx, c, fencedKey, token); err != nil { // loads the scripts
+		b.Fatal(err)
+	}
+	var ours, raw, fenced time.Duration
 	b.ResetTimer()
 	for b.Loop() {
 		t0 := time.Now()
@@ -134,12 +161,19 @@ func benchInterleaved(b *testing.B, ctx context.Context) {
 			b.Fatalf("EVAL compare-and-delete: %v, %v", n, err)
 		}
 		t2 := time.Now()
+		if err := fencedPair(context.Background(), c, fencedKey, token); err != nil {
+			b.Fatal(err)
+		}
+		t3 := time.Now()
 		ours += t1.Sub(t0)
 		raw += t2.Sub(t1)
+		fenced += t3.Sub(t2)
 	}
 	b.ReportMetric(float64(ours.Nanoseconds())/float64(b.N), "ours-ns/op")
 	b.ReportMetric(float64(raw.Nanoseconds())/float64(b.N), "raw-ns/op")
+	b.ReportMetric(float64(fenced.Nanoseconds())/float64(b.N), "fenced-ns/op")
 	b.ReportMetric(float64(ours)/float64(raw), "ours/raw")
+	b.ReportMetric(float64(ours)/float64(fenced), "ours/fenced")
 }
 
 // BenchmarkWaitFreeKey: the fixed cost of one Wait on a key that is free: PTTL on a
@@ -171,8 +205,8 @@ func BenchmarkConformance(b *testing.B) {
 }
 
 // BenchmarkParallel: W1 with 16 goroutines (SetParallelism(8) on 2 CPUs), each on a
-// key of its own: ours (with a cancellable ctx) and the raw floor, on one client
-// each.
+// key of its own: ours (with a cancellable ctx), the raw floor and the fenced floor,
+// on one client each.
 func BenchmarkParallel(b *testing.B) {
 	b.Run("ours", func(b *testing.B) {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -180,6 +214,21 @@ func BenchmarkParallel(b *testing.B) {
 		benchParallel(b, ctx)
 	})
 	b.Run("ours-background", func(b *testing.B) { benchParallel(b, context.Background()) })
+	b.Run("fenced", func(b *testing.B) {
+		c := benchClient(b)
+		b.SetParallelism(8)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			key := "bench-par-fenced-" + distlock.NewToken()[:8]
+			token := distlock.NewToken()
+			for pb.Next() {
+				if err := fencedPair(context.Background(), c, key, token); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
 	b.Run("raw", func(b *testing.B) {
 		c := benchClient(b)
 		b.SetParallelism(8)
