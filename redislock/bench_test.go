@@ -214,39 +214,36 @@ func BenchmarkParallel(b *testing.B) {
 		benchParallel(b, ctx)
 	})
 	b.Run("ours-background", func(b *testing.B) { benchParallel(b, context.Background()) })
-	b.Run("fenced", func(b *testing.B) {
-		c := benchClient(b)
-		b.SetParallelism(8)
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			key := "bench-par-fenced-" + distlock.NewToken()[:8]
-			token := distlock.NewToken()
-			for pb.Next() {
-				if err := fencedPair(context.Background(), c, key, token); err != nil {
-					b.Error(err)
-					return
-				}
+	b.Run("fenced", func(b *testing.B) { benchParallelRaw(b, "bench-par-fenced-", fencedPair) })
+	b.Run("raw", func(b *testing.B) { benchParallelRaw(b, "bench-par-raw-", rawPair) })
+}
+
+// rawPair runs one raw floor pair on key with token.
+func rawPair(ctx context.Context, c *redis.Client, key, token string) error {
+	if ok, err := c.SetNX(ctx, key, token, benchTTL).Result(); err != nil || !ok {
+		return fmt.Errorf("SET NX: %v, %v", ok, err)
+	}
+	if n, err := c.Eval(ctx, compareAndDelete, []string{key}, token).Int64(); err != nil || n != 1 {
+		return fmt.Errorf("EVAL compare-and-delete: %v, %v", n, err)
+	}
+	return nil
+}
+
+// benchParallelRaw is BenchmarkParallel of a floor's pairs, each goroutine on a key
+// of its own (prefix and a random suffix).
+func benchParallelRaw(b *testing.B, prefix string, pair func(context.Context, *redis.Client, string, string) error) {
+	c := benchClient(b)
+	b.SetParallelism(8)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		key := prefix + distlock.NewToken()[:8]
+		token := distlock.NewToken()
+		for pb.Next() {
+			if err := pair(context.Background(), c, key, token); err != nil {
+				b.Error(err)
+				return
 			}
-		})
-	})
-	b.Run("raw", func(b *testing.B) {
-		c := benchClient(b)
-		b.SetParallelism(8)
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			key := "bench-par-raw-" + distlock.NewToken()[:8]
-			token := distlock.NewToken()
-			for pb.Next() {
-				if ok, err := c.SetNX(context.Background(), key, token, benchTTL).Result(); err != nil || !ok {
-					b.Errorf("SET NX: %v, %v", ok, err)
-					return
-				}
-				if n, err := c.Eval(context.Background(), compareAndDelete, []string{key}, token).Int64(); err != nil || n != 1 {
-					b.Errorf("EVAL compare-and-delete: %v, %v", n, err)
-					return
-				}
-			}
-		})
+		}
 	})
 }
 

@@ -46,7 +46,7 @@ func TestRunSharedStall(t *testing.T) {
 	t.Cleanup(n.Hub.Close)
 	g := redisx.NewGroup()
 	n.SetGroup(g)
-	n.SetSharedSlots(1) // the next call queues behind the one in flight
+	n.SetSharedSlots(1)           // the next call queues behind the one in flight
 	require.NoError(t, g.Enter()) // the test is one long call of the Group
 	t.Cleanup(func() {
 		g.Leave()
