@@ -53,6 +53,8 @@ func TestMinHold(t *testing.T) {
 		start := time.Now()
 		require.NoError(t, l.Unlock(t.Context()))
 		require.Zero(t, time.Since(start), "Unlock waited for MinHold")
+		// The sleeps are the point: in the bubble they move virtual time to 1ms
+		// before MinHold, then to MinHold, with no real wait.
 		time.Sleep(minHold - time.Millisecond)
 		synctest.Wait()
 		_, err = b.Lock(t.Context(), "job")
