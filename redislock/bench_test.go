@@ -98,13 +98,8 @@ func BenchmarkRawSetNXEvalDel(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		ok, err := c.SetNX(ctx, key, token, benchTTL).Result()
-		if err != nil || !ok {
-			b.Fatalf("SET NX: %v, %v", ok, err)
-		}
-		n, err := c.Eval(ctx, compareAndDelete, []string{key}, token).Int64()
-		if err != nil || n != 1 {
-			b.Fatalf("EVAL compare-and-delete: %v, %v", n, err)
+		if err := rawPair(ctx, c, key, token); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
@@ -154,11 +149,8 @@ func benchInterleaved(b *testing.B, ctx context.Context) {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
-		if ok, err := c.SetNX(context.Background(), rawKey, token, benchTTL).Result(); err != nil || !ok {
-			b.Fatalf("SET NX: %v, %v", ok, err)
-		}
-		if n, err := c.Eval(context.Background(), compareAndDelete, []string{rawKey}, token).Int64(); err != nil || n != 1 {
-			b.Fatalf("EVAL compare-and-delete: %v, %v", n, err)
+		if err := rawPair(context.Background(), c, rawKey, token); err != nil {
+			b.Fatal(err)
 		}
 		t2 := time.Now()
 		if err := fencedPair(context.Background(), c, fencedKey, token); err != nil {
