@@ -155,8 +155,10 @@ func w1Goal(protocol string, g int) (goal float64, ok bool) {
 // peerGoal returns the result and numbers cells of the goal of W1 against each
 // protocol's best peer (w1Goal). Where the protocol has a floor that is not its
 // baseline (PostgreSQL's lease row: two UPDATEs by hand; Redis' and RedLock's
-// fenced floors), its ratio to the peer is shown too: what such a protocol can
-// reach at all, when the peer does less (no row, no fence). A ratio under the goal
+// fenced floors; on single Redis also the fenced floor that returns once its
+// context is done, as the contract requires and go-redis alone does not), its
+// ratio to the peer is shown too: what such a protocol can reach at all, when the
+// peer does less (no row, no fence, no return on a done context). A ratio under the goal
 // whose floor is under the goal too, in the same run, is out of reach: no
 // implementation of the protocol gets there on this machine; the verdict is then
 // "met where reachable", and "not met" only for a ratio under a goal that its

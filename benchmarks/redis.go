@@ -95,6 +95,19 @@ func RedisSubjects(addr string, cfg Config) []Subject {
 			},
 			Note: "what redislock's protocol needs at least: " + fencedFloorNote(1),
 		},
+		{
+			Name: "redis raw floor + fence + ctx", Protocol: "redis", Role: Floor,
+			Wakeup: "-", Workloads: w1Only, Networked: true,
+			New: func(ctx context.Context, route Route) (Client, error) {
+				c, err := newFencedRedis([]string{addr}, route, cfg.TTL)
+				if err != nil {
+					return nil, err
+				}
+				c.ctxBound = true
+				return c, nil
+			},
+			Note: "what redislock's protocol needs at least under the contract's rule that a call returns once its context is done: the fenced floor with each script on a goroutine of its own, the caller waiting for its reply or its context (go-redis alone waits for the reply until ReadTimeout, as redsync and bsm/redislock do)",
+		},
 	}
 }
 
@@ -236,6 +249,9 @@ type rawRedis struct {
 	clients []*redis.Client
 	ttl     time.Duration
 	fenced  bool
+	// ctxBound: each call returns once its context is done (see ctxBound), on
+	// one server.
+	ctxBound bool
 }
 
 // rawRelease deletes KEYS[1] if it holds ARGV[1].
@@ -282,10 +298,15 @@ func newRawRedis(addrs []string, route Route, ttl time.Duration) (*rawRedis, err
 }
 
 // onAll runs f on every client, in parallel when there are several, and returns
-// how many answered true and the errors.
-func (c *rawRedis) onAll(f func(*redis.Client) (bool, error)) (int, error) {
+// how many answered true and the errors. With ctxBound (one client) it returns
+// ctx's error as soon as ctx is done (see ctxBound).
+func (c *rawRedis) onAll(ctx context.Context, f func(*redis.Client) (bool, error)) (int, error) {
 	if len(c.clients) == 1 {
-		ok, err := f(c.clients[0])
+		run := f
+		if c.ctxBound {
+			run = func(rc *redis.Client) (bool, error) { return ctxBound(ctx, func() (bool, error) { return f(rc) }) }
+		}
+		ok, err := run(c.clients[0])
 		if ok {
 			return 1, err
 		}
@@ -316,7 +337,7 @@ func (c *rawRedis) onAll(f func(*redis.Client) (bool, error)) (int, error) {
 
 func (c *rawRedis) TryLock(ctx context.Context, key string) (Held, error) {
 	token := distlock.NewToken()
-	n, err := c.onAll(func(rc *redis.Client) (bool, error) {
+	n, err := c.onAll(ctx, func(rc *redis.Client) (bool, error) {
 		if c.fenced {
 			f, err := fencedAcquire.Run(ctx, rc, []string{key, key + ":fence"}, token, c.ttl.Milliseconds()).Int64()
 			return f > 0, err
@@ -352,7 +373,7 @@ type rawRedisHeld struct {
 }
 
 func (h *rawRedisHeld) Unlock(ctx context.Context) error {
-	n, err := h.c.onAll(func(rc *redis.Client) (bool, error) {
+	n, err := h.c.onAll(ctx, func(rc *redis.Client) (bool, error) {
 		if h.c.fenced {
 			v, err := fencedRelease.Run(ctx, rc, []string{h.key}, h.token, h.key+":released").Int()
 			return v == 1, err
@@ -367,4 +388,31 @@ func (h *rawRedisHeld) Unlock(ctx context.Context) error {
 		return fmt.Errorf("released on %d of %d nodes", n, len(h.c.clients))
 	}
 	return nil
+}
+
+// ctxBound runs f on a goroutine of its own and returns its result, or ctx's
+// error as soon as ctx is done: the least that a client of go-redis does to
+// return once its context is done (go-redis does not interrupt a command that
+// waits for its reply). f's late result is dropped. With a context that is
+// never done, f runs on the caller's goroutine.
+func ctxBound[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	if ctx.Done() == nil {
+		return f()
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := f()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
 }
