@@ -96,7 +96,7 @@ func DefaultConfig() Config {
 		W4Waiters:      1000,
 		W4Clients:      4,
 		W4Hold:         time.Millisecond,
-		W4Handoffs:     30,
+		W4Handoffs:     100,
 		W4Time:         10 * time.Second,
 		W4Settle:       time.Second, // well within the first holder's ttl
 		W5Leases:       10000,

@@ -33,7 +33,7 @@
 //     it with the lease's ttl or the session timeout.
 //   - W4, herd: 1,000 goroutines over 4 clients block on one key with a blocking
 //     acquire (distlock.Lock, so the Locker's Waiter) while a first holder has
-//     it; then holders take turns, each holding it 1ms, for up to 30 handoffs or
+//     it; then holders take turns, each holding it 1ms, for up to 100 handoffs or
 //     10s: the gap from a holder's call of Unlock to the next holder's
 //     acquisition (p50, p99), as in W2, and the server requests per handoff, read from the
 //     server's own counter (counters.go: Redis INFO total_commands_processed,
