@@ -77,6 +77,14 @@ func EtcdSubjects(addr string, cfg Config) []Subject {
 			},
 			Note: "Txn put-if-absent, then a Txn delete-if-unchanged: 2 round trips, no lease (no expiry); the fence is the create revision",
 		},
+		{
+			Name: "etcd raw floor + lease", Protocol: "etcd", Role: Floor,
+			Wakeup: "-", Workloads: w1Only, Networked: true,
+			New: func(ctx context.Context, route Route) (Client, error) {
+				return newLeasedEtcd(ctx, addr, route, wholeSeconds(cfg.TTL))
+			},
+			Note: "what etcdlock's protocol needs at least: the raw floor with the key on a lease (one per client, granted once and kept alive in the background, as a Mutex's session), so that it expires",
+		},
 	}
 }
 
@@ -130,14 +138,45 @@ type etcdMutexHeld struct{ m *concurrency.Mutex }
 func (h etcdMutexHeld) Unlock(ctx context.Context) error { return h.m.Unlock(ctx) }
 
 // rawEtcd is the floor: a put-if-absent transaction and a delete-if-unchanged
-// transaction.
-type rawEtcd struct{ cli *clientv3.Client }
+// transaction; with a lease (newLeasedEtcd), the put puts the key on it.
+type rawEtcd struct {
+	cli   *clientv3.Client
+	lease clientv3.LeaseID // 0: none
+}
+
+// newLeasedEtcd returns the raw floor with a lease of ttlSecs, granted once and
+// kept alive in the background until Close.
+func newLeasedEtcd(ctx context.Context, addr string, route Route, ttlSecs int) (*rawEtcd, error) {
+	cli, err := newEtcdClient(addr, route)
+	if err != nil {
+		return nil, err
+	}
+	g, err := cli.Grant(ctx, int64(ttlSecs))
+	if err == nil {
+		var ka <-chan *clientv3.LeaseKeepAliveResponse
+		if ka, err = cli.KeepAlive(context.WithoutCancel(ctx), g.ID); err == nil {
+			go func() {
+				for range ka { // ends when the client closes
+				}
+			}()
+		}
+	}
+	if err != nil {
+		_ = cli.Close()
+		return nil, err
+	}
+	return &rawEtcd{cli: cli, lease: g.ID}, nil
+}
 
 func (c *rawEtcd) TryLock(ctx context.Context, key string) (Held, error) {
 	k := "bench-raw/" + key
+	var opts []clientv3.OpOption
+	if c.lease != 0 {
+		opts = append(opts, clientv3.WithLease(c.lease))
+	}
 	resp, err := c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-		Then(clientv3.OpPut(k, distlock.NewToken())).
+		Then(clientv3.OpPut(k, distlock.NewToken(), opts...)).
 		Commit()
 	if err != nil {
 		return nil, err

@@ -23,6 +23,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
@@ -106,10 +107,12 @@ func BenchmarkUncontended16(b *testing.B) {
 	})
 }
 
-// BenchmarkInterleaved runs etcdlock and a concurrency.Mutex on one long-lived
-// session alternately, one TryLock+Unlock pair each, each on its own client, and
-// reports their times and ours/mutex: on a shared, noisy machine this ratio is
-// steadier than that of BenchmarkUncontended's subjects, which run seconds apart.
+// BenchmarkInterleaved runs etcdlock, a concurrency.Mutex on one long-lived
+// session and the floor (a put-if-absent transaction on the session's lease and a
+// delete-if-unchanged one: the least etcdlock's protocol does) alternately, one
+// TryLock+Unlock pair each, each on its own client, and reports their times,
+// ours/mutex and ours/floor: on a shared, noisy machine these ratios are steadier
+// than those of BenchmarkUncontended's subjects, which run seconds apart.
 func BenchmarkInterleaved(b *testing.B) {
 	ctx := context.Background()
 	endpoints := []string{etcdSrv.Addr()}
@@ -128,20 +131,43 @@ func BenchmarkInterleaved(b *testing.B) {
 		require.NoError(b, m.TryLock(ctx))
 		require.NoError(b, m.Unlock(ctx))
 	}
+	// The floor: put-if-absent on the session's lease, delete-if-unchanged.
+	fcli := newClient(b, endpoints, nil)
+	fkey := "bench-floor-" + distlock.NewToken()
+	floor := func() {
+		resp, err := fcli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(fkey), "=", 0)).
+			Then(clientv3.OpPut(fkey, distlock.NewToken(), clientv3.WithLease(s.Lease()))).
+			Commit()
+		require.NoError(b, err)
+		require.True(b, resp.Succeeded)
+		resp, err = fcli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(fkey), "=", resp.Header.Revision)).
+			Then(clientv3.OpDelete(fkey)).
+			Commit()
+		require.NoError(b, err)
+		require.True(b, resp.Succeeded)
+	}
 	ours() // grants the lease that later pairs reuse
 	mutex()
-	var tOurs, tMutex time.Duration
+	floor()
+	var tOurs, tMutex, tFloor time.Duration
 	for b.Loop() {
 		t0 := time.Now()
 		ours()
 		t1 := time.Now()
 		mutex()
+		t2 := time.Now()
+		floor()
 		tOurs += t1.Sub(t0)
-		tMutex += time.Since(t1)
+		tMutex += t2.Sub(t1)
+		tFloor += time.Since(t2)
 	}
 	b.ReportMetric(float64(tOurs.Nanoseconds())/float64(b.N), "ours-ns/op")
 	b.ReportMetric(float64(tMutex.Nanoseconds())/float64(b.N), "mutex-ns/op")
+	b.ReportMetric(float64(tFloor.Nanoseconds())/float64(b.N), "floor-ns/op")
 	b.ReportMetric(float64(tOurs)/float64(tMutex), "ours/mutex")
+	b.ReportMetric(float64(tOurs)/float64(tFloor), "ours/floor")
 }
 
 // runParallel16 runs the op that newOp returns for each of 16 goroutines.
