@@ -10,11 +10,16 @@
 //
 //   - W1, uncontended: TryLock followed by Unlock, each goroutine on its own key, with
 //     1 and with 16 goroutines sharing one client: operations per second and the
-//     latency of one TryLock+Unlock pair (p50, p99). W1 runs in rounds
-//     (Config.W1Rounds, 6), the subjects of a protocol taking turns; a cell's
-//     operations per second is the median of its rounds' rates, with their
-//     lowest and highest as the spread, so that a burst of other work on the
-//     machine during one round (a fast subject's round lasts a fraction of a
+//     latency of one TryLock+Unlock pair (p50, p99). With 1 goroutine the
+//     subjects of a protocol take turns pair by pair (RunW1Interleaved): one
+//     goroutine runs a pair on each subject's client in turn, so that a change in
+//     the machine's load hits them alike; a cell's operations per second is the
+//     median of the rates of Config.W1Rounds (6) blocks of its pairs, with their
+//     lowest and highest as the spread. With 16 goroutines, each subject's own
+//     load, W1 runs in rounds (Config.W1Rounds), the subjects taking turns; a
+//     cell's operations per second is the median of its rounds' rates, with
+//     their lowest and highest as the spread, so that a burst of other work on
+//     the machine during one round (a fast subject's round lasts a fraction of a
 //     second) moves the ratios no more than any other round does.
 //   - W2, contended handoff: 16 waiters, each with its own client (its own
 //     connections), take turns on one key with a blocking acquire and hold it 1ms:

@@ -253,7 +253,7 @@ func w1RoundsNote(c Config) string {
 	if c.W1Rounds < 2 {
 		return ""
 	}
-	return fmt.Sprintf("Each cell runs in %d rounds, the subjects of a protocol taking turns: *ops/s* is the median of the rounds' rates, the lowest and the highest of them in brackets.", c.W1Rounds)
+	return fmt.Sprintf("With 1 goroutine the subjects of a protocol take turns pair by pair (one goroutine runs a pair on each subject's client in turn): *ops/s* is the median of the rates of %d blocks of a cell's pairs. With more goroutines a cell runs in %d rounds, the subjects of a protocol taking turns: *ops/s* is the median of the rounds' rates. The lowest and the highest rate are in brackets.", c.W1Rounds, c.W1Rounds)
 }
 
 // rateSpread is r's rate and, when it has one (W1's rounds), its spread.

@@ -35,9 +35,9 @@ func Run(ctx context.Context, subjects []Subject, cfg Config, commit Commit, ver
 		logf("%-28s %s g=%-2d n=%-5d rate=%8.1f/s p50=%-10s p99=%-10s max=%-10s violations=%d%s",
 			r.Subject, r.Workload, r.Goroutines, r.N, r.Rate, dur(r.P50), dur(r.P99), dur(r.Max), r.Violations, extra(r))
 	}
-	// Protocol by protocol: W1 and W2 with the protocol's subjects taking turns,
-	// round by round, then W3, W4 and W5 subject by subject. cfg.Workloads
-	// selects the workloads.
+	// Protocol by protocol: W1 and W2 with the protocol's subjects taking turns
+	// (W1 with one goroutine pair by pair, else round by round), then W3, W4 and
+	// W5 subject by subject. cfg.Workloads selects the workloads.
 	var order []string
 	groups := map[string][]int{}
 	for i, s := range subjects {
@@ -62,7 +62,14 @@ func Run(ctx context.Context, subjects []Subject, cfg Config, commit Commit, ver
 		}
 		if w1, idx := of(W1); len(w1) > 0 {
 			for _, g := range cfg.W1Goroutines {
-				for _, r := range RunW1Rounds(ctx, w1, cfg, g, func(j int) string { return fmt.Sprintf("%s-w1-%d-", base(idx[j]), g) }) {
+				prefix := func(j int) string { return fmt.Sprintf("%s-w1-%d-", base(idx[j]), g) }
+				rs := RunW1Interleaved // one goroutine: pair by pair
+				if g != 1 {
+					rs = func(ctx context.Context, ss []Subject, cfg Config, prefix func(int) string) []Result {
+						return RunW1Rounds(ctx, ss, cfg, g, prefix)
+					}
+				}
+				for _, r := range rs(ctx, w1, cfg, prefix) {
 					add(r)
 				}
 			}

@@ -205,3 +205,65 @@ func TestReport(t *testing.T) {
 		}
 	}
 }
+
+// TestSmokeW1Interleaved runs W1's one-goroutine cells pair by pair: every subject
+// that works makes its pairs, one that fails midway stops there with its error
+// and does not stop the others, and an unavailable one is left alone.
+func TestSmokeW1Interleaved(t *testing.T) {
+	cfg := SmokeConfig()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a, b := MemlockSubjects(cfg)[0], MemlockSubjects(cfg)[0]
+	b.Name = "memlock b"
+	failing := a
+	failing.Name = "failing"
+	failing.New = func(ctx context.Context, r Route) (Client, error) {
+		c, err := a.New(ctx, r)
+		return &failAfter{Client: c, left: 3}, err
+	}
+	gone := a
+	gone.Name, gone.Unavailable = "gone", "not here"
+	rs := RunW1Interleaved(ctx, []Subject{a, failing, b, gone}, cfg, func(i int) string { return fmt.Sprintf("smoke/w1i/%d/", i) })
+	require.Len(t, rs, 4)
+	for _, r := range []Result{rs[0], rs[2]} {
+		assert.True(t, r.OK(), "%+v", r)
+		assert.Equal(t, cfg.W1Ops, r.N, r.Subject)
+		assert.Equal(t, cfg.W1Rounds, r.Rounds, r.Subject)
+		assert.Equal(t, 1, r.Goroutines, r.Subject)
+		assert.True(t, r.P50 > 0 && r.P50 <= r.P99 && r.P99 <= r.Max, "%+v", r)
+		assert.True(t, r.RateLo > 0 && r.RateLo <= r.Rate && r.Rate <= r.RateHi, "%+v", r)
+	}
+	assert.Contains(t, rs[1].Err, "TryLock")
+	assert.Equal(t, "not here", rs[3].Unavailable)
+	assert.Zero(t, rs[3].N)
+}
+
+// failAfter is a Client whose TryLock fails once left calls have succeeded.
+type failAfter struct {
+	Client
+	left int
+}
+
+func (c *failAfter) TryLock(ctx context.Context, key string) (Held, error) {
+	if c.left == 0 {
+		return nil, errors.New("broken")
+	}
+	c.left--
+	return c.Client.TryLock(ctx, key)
+}
+
+// TestW1FromPairs: a cell's rate from its pairs is the median of its blocks'
+// rates, with their lowest and highest.
+func TestW1FromPairs(t *testing.T) {
+	ms := time.Millisecond
+	var r Result
+	w1FromPairs(&r, []time.Duration{ms, ms, ms, 2 * ms, 2 * ms, 2 * ms}, 2)
+	assert.Equal(t, 6, r.N)
+	assert.Equal(t, 2, r.Rounds)
+	assert.Equal(t, 9*ms, r.Elapsed)
+	assert.InDelta(t, 750, r.Rate, 1e-9) // the mean of the middle two: 1000 and 500
+	assert.InDelta(t, 500, r.RateLo, 1e-9)
+	assert.InDelta(t, 1000, r.RateHi, 1e-9)
+	assert.Equal(t, ms, r.P50)
+	assert.Equal(t, 2*ms, r.Max)
+}
