@@ -63,13 +63,13 @@ func Run(ctx context.Context, subjects []Subject, cfg Config, commit Commit, ver
 		if w1, idx := of(W1); len(w1) > 0 {
 			for _, g := range cfg.W1Goroutines {
 				prefix := func(j int) string { return fmt.Sprintf("%s-w1-%d-", base(idx[j]), g) }
-				rs := RunW1Interleaved // one goroutine: pair by pair
-				if g != 1 {
-					rs = func(ctx context.Context, ss []Subject, cfg Config, prefix func(int) string) []Result {
-						return RunW1Rounds(ctx, ss, cfg, g, prefix)
-					}
+				var rs []Result
+				if g == 1 {
+					rs = RunW1Interleaved(ctx, w1, cfg, prefix) // pair by pair
+				} else {
+					rs = RunW1Rounds(ctx, w1, cfg, g, prefix)
 				}
-				for _, r := range rs(ctx, w1, cfg, prefix) {
+				for _, r := range rs {
 					add(r)
 				}
 			}

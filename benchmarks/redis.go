@@ -302,11 +302,14 @@ func newRawRedis(addrs []string, route Route, ttl time.Duration) (*rawRedis, err
 // ctx's error as soon as ctx is done (see ctxBound).
 func (c *rawRedis) onAll(ctx context.Context, f func(*redis.Client) (bool, error)) (int, error) {
 	if len(c.clients) == 1 {
-		run := f
+		one := func() (bool, error) { return f(c.clients[0]) }
+		var ok bool
+		var err error
 		if c.ctxBound {
-			run = func(rc *redis.Client) (bool, error) { return ctxBound(ctx, func() (bool, error) { return f(rc) }) }
+			ok, err = ctxBound(ctx, one)
+		} else {
+			ok, err = one()
 		}
-		ok, err := run(c.clients[0])
 		if ok {
 			return 1, err
 		}
