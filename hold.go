@@ -93,6 +93,9 @@ var errReleased = errors.New("distlock: lease released")
 // ErrNotHeld) until the lease's Expires; when the lease is lost — Renew says
 // ErrNotHeld, Expires passes before a renewal succeeds, or the Locker's LossNotifier
 // reports it — it cancels Context() with a cause that wraps ErrNotHeld, at once.
+// Context() ends by the lease's Expires on the local monotonic clock whatever the
+// Locker does: a Renew that does not return by its ctx's deadline (Expires) cannot
+// keep it alive.
 //
 // Do the protected work under Context(), and pass Lease().Fence to the resource.
 // Always call Release. If ctx ends first, renewal stops and Context() is cancelled, but
@@ -147,8 +150,8 @@ func (h *Held) Err() error {
 	return h.lost
 }
 
-// Release stops renewal, waits until no renewal is in flight, then unlocks the lease
-// with ctx and cancels Context(). It returns the loss error (wrapping ErrNotHeld) when
+// Release stops renewal, waits until no renewal is in flight (or until ctx ends), then
+// unlocks the lease with ctx and cancels Context(). It returns the loss error (wrapping ErrNotHeld) when
 // the lease had been lost (it still tries the Unlock, so that a lease that is only
 // suspected lost does not block the key until its ttl), and otherwise Unlock's error. Calling it again returns the
 // first result.
@@ -165,7 +168,13 @@ func (h *Held) Release(ctx context.Context) error {
 		}
 		h.mu.Unlock()
 		if wait != nil {
-			<-wait
+			// A renewal in flight was cancelled by halt; one that does not return
+			// (a Renew that overstays its ctx) holds Release up only until ctx ends,
+			// and then Unlock returns at once with ctx's error.
+			select {
+			case <-wait:
+			case <-ctx.Done():
+			}
 		}
 		lease := h.Lease()
 		if err := h.Err(); err != nil && h.o.TTL == 0 {
@@ -194,8 +203,13 @@ func (h *Held) emit(ev Event) {
 	}
 }
 
+// lose stops the Held for the loss err, unless it has stopped already.
 func (h *Held) lose(err error) {
 	h.mu.Lock()
+	if h.cause != nil {
+		h.mu.Unlock()
+		return
+	}
 	h.lost = err
 	lease := h.lease
 	h.mu.Unlock()

@@ -55,7 +55,17 @@ func (h *Held) renewOnce(lease Lease) (next time.Duration, retry bool) {
 	}
 	h.renewing = cancel // halt cancels it
 	h.mu.Unlock()
+	// The lease's Expires ends the Held whatever Renew does: a Renew that overstays
+	// its ctx (a batch that waits for others, a client that does not watch ctx while
+	// the server is silent) must not keep Context() alive past Expires. rctx's
+	// deadline is Expires, or Hold's ctx's earlier one, which halts the Held itself.
+	stopExpiry := context.AfterFunc(rctx, func() {
+		if h.parent.Err() == nil && errors.Is(rctx.Err(), context.DeadlineExceeded) {
+			h.lose(fmt.Errorf("%w: key %q: lease expired while a renewal was in flight", ErrNotHeld, lease.Key))
+		}
+	})
 	renewed, err := h.l.Renew(rctx, lease, h.o.TTL)
+	stopExpiry()
 	h.mu.Lock()
 	h.renewing = nil
 	h.mu.Unlock()
