@@ -44,6 +44,8 @@ var mutants = []mutant{
 	{name: "abandoned-attempt-kept", catch: "rule 5 (errors)", bugs: clientBugs{keepAbandoned: true}},
 	{name: "transport-error-as-locked", catch: "rule 5 (errors)", bugs: clientBugs{errAsLocked: true}},
 	{name: "renew-from-local-clock", catch: "rule 2 (owner check)", bugs: clientBugs{localRenew: true}},
+	{name: "renew-deaf-while-silent", catch: "rule 6 (context)", bugs: clientBugs{deafRenew: true}},
+	{name: "batch-waits-for-latest-deadline", catch: "rule 6 (context)", bugs: clientBugs{batchRenew: true}},
 	{name: "bare-errors", catch: "rule 5 (errors)", broken: func() distlock.Locker { return &bareErrors{memlock.New()} }},
 	{name: "returns-expired-lease", catch: "Lease contract", bugs: clientBugs{expiredLease: true}},
 	{name: "renew-shortens", catch: "rule 1 (mutual exclusion)", server: serverBugs{renewShortens: true}},

@@ -59,6 +59,7 @@ const (
 	rInspect = "Inspector contract"
 	rNotify  = "LossNotifier contract"
 	rWatch   = "LossWatcher contract"
+	rHold    = "Hold contract"
 	rHarness = "harness"
 )
 
@@ -122,6 +123,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("CancelledBeforeCall", s.testCancelledBeforeCall)
 		t.Run("ExpiringContexts", s.testExpiringContexts)
 		t.Run("LockGivesUpWithJoinedError", s.testLockGivesUp)
+		t.Run("DeadlinesUnderPartition", s.testDeadlinesUnderPartition)
 	})
 	t.Run("Rule7_Input", func(t *testing.T) {
 		t.Run("BadArguments", s.testBadArguments)
@@ -139,6 +141,9 @@ func Run(t *testing.T, h Harness) {
 	t.Run("LossNotifier", s.testLossNotifier)
 	t.Run("LossWatcher", s.testLossWatcher)
 	t.Run("OpError", s.testOpErrors)
+	t.Run("Hold", func(t *testing.T) {
+		t.Run("EndsByExpiresUnderPartition", s.testHoldUnderPartition)
+	})
 	t.Run("Faults", func(t *testing.T) {
 		t.Run("PartitionedHolder", s.testPartitionedHolder)
 		t.Run("PausedServer", s.testPausedServer)

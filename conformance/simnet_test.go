@@ -122,6 +122,8 @@ type clientBugs struct {
 	localRenew    bool // "renew" from the local clock without asking the server
 	staleRenew    bool // an isolated member answers Renew from its own stale view
 	expiredLease  bool // return a lease whose ttl ran out during the round trip
+	deafRenew     bool // Renew ignores its ctx while the network does not answer
+	batchRenew    bool // Renews share a batch whose ctx ends with its last caller's
 }
 
 type simClient struct {
@@ -132,9 +134,45 @@ type simClient struct {
 	cut    bool
 	delay  time.Duration
 	closed bool
+	batch  *simBatch // the Renews in flight, with bugs.batchRenew
+}
+
+// A simBatch is the shared context of the Renews in flight of a client with
+// bugs.batchRenew: it ends only when every caller's ctx has ended, and each caller
+// waits on it instead of its own, as a batch led by its first caller would.
+type simBatch struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	left   int
+}
+
+// joinBatch returns the ctx of the client's current batch of Renews, joined by ctx.
+func (c *simClient) joinBatch(ctx context.Context) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.batch == nil {
+		bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		c.batch = &simBatch{ctx: bctx, cancel: cancel}
+	}
+	b := c.batch
+	b.left++
+	context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if b.left--; b.left == 0 {
+			b.cancel()
+			if c.batch == b {
+				c.batch = nil
+			}
+		}
+	})
+	return b.ctx
 }
 
 var errSimTransport = errors.New("simnet: connection timed out")
+
+// deafKey marks the ctx of a call that ignores it while the network is silent.
+type deafKey struct{}
 
 // readTimeout bounds a call through a partition, as a client's socket timeout would.
 const readTimeout = time.Second
@@ -153,6 +191,10 @@ func roundTrip[T any](ctx context.Context, c *simClient, op func() (T, error), a
 	if cut || c.srv.isolatedMember(c.member) {
 		t := time.NewTimer(readTimeout)
 		defer t.Stop()
+		if deaf, _ := ctx.Value(deafKey{}).(bool); deaf {
+			<-t.C
+			return zero, errSimTransport
+		}
 		select {
 		case <-t.C:
 			return zero, errSimTransport
@@ -244,6 +286,12 @@ func (c *simClient) renew(ctx context.Context, l distlock.Lease, ttl time.Durati
 		// lost its peers.
 		l.Expires = start.Add(ttl)
 		return l, nil
+	}
+	if c.bugs.deafRenew {
+		ctx = context.WithValue(ctx, deafKey{}, true)
+	}
+	if c.bugs.batchRenew {
+		ctx = c.joinBatch(ctx)
 	}
 	next, err := roundTrip(ctx, c, func() (distlock.Lease, error) {
 		tab := c.srv.table()
