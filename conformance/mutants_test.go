@@ -24,6 +24,10 @@ type mutant struct {
 	broken func() distlock.Locker
 	bugs   clientBugs // client-side bugs, applied by simnet
 	server serverBugs // cluster-side bugs, applied by simnet
+	// only, when set, runs just these subtests of the suite (a -test.run pattern
+	// under TestMutantTarget): for a mutant of a partial model, such as simSession,
+	// which models a session client's clean-up and not the rest of a backend.
+	only string
 }
 
 var mutants = []mutant{
@@ -46,6 +50,7 @@ var mutants = []mutant{
 	{name: "renew-from-local-clock", catch: "rule 2 (owner check)", bugs: clientBugs{localRenew: true}},
 	{name: "renew-deaf-while-silent", catch: "rule 6 (context)", bugs: clientBugs{deafRenew: true}},
 	{name: "batch-waits-for-latest-deadline", catch: "rule 6 (context)", bugs: clientBugs{batchRenew: true}},
+	{name: "close-gives-up-cleanup", catch: "rule 4 (expiry)", bugs: clientBugs{session: 2}, only: "Faults/CloseDuring"},
 	{name: "bare-errors", catch: "rule 5 (errors)", broken: func() distlock.Locker { return &bareErrors{memlock.New()} }},
 	{name: "returns-expired-lease", catch: "Lease contract", bugs: clientBugs{expiredLease: true}},
 	{name: "renew-shortens", catch: "rule 1 (mutual exclusion)", server: serverBugs{renewShortens: true}},
@@ -63,8 +68,13 @@ func newMemlock() distlock.Locker { return memlock.New() }
 func TestMutantTarget(t *testing.T) {
 	name := os.Getenv("DISTLOCK_MUTANT")
 	if name == "" {
-		// The reference: memlock behind the simulated network and cluster, every fault.
+		// The reference: memlock behind the simulated network and cluster, every fault;
+		// and as the session client that close-gives-up-cleanup breaks.
 		conformance.Run(t, simHarness(newMemlock, clientBugs{}, serverBugs{}))
+		return
+	}
+	if name == sessionModel { // close-gives-up-cleanup's model, without the bug
+		conformance.Run(t, simHarness(newMemlock, clientBugs{session: 1}, serverBugs{}))
 		return
 	}
 	var m mutant
@@ -89,6 +99,23 @@ func TestMutantTarget(t *testing.T) {
 	}
 }
 
+// sessionModel names simSession without its bug, for TestSessionModel.
+const sessionModel = "session-model"
+
+// TestSessionModel shows that simSession without its bug passes the tests that
+// close-gives-up-cleanup fails, so that they catch the bug and not the model.
+func TestSessionModel(t *testing.T) {
+	if os.Getenv("DISTLOCK_MUTANT") != "" {
+		t.Skip("inside a mutant child")
+	}
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestMutantTarget$/Faults/CloseDuring", "-test.v")
+	cmd.Env = append(os.Environ(), "DISTLOCK_MUTANT="+sessionModel)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestMutantTarget/Faults/CloseDuringPartition") {
+		t.Fatalf("simSession without its bug fails Close during an outage (err %v):\n%s", err, tail(out))
+	}
+}
+
 // TestMutants shows that the suite catches every mutant: each runs the suite in a
 // child process, which must fail, and its output must name the rule it breaks.
 func TestMutants(t *testing.T) {
@@ -103,7 +130,11 @@ func TestMutants(t *testing.T) {
 			defer func() { <-sem }()
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestMutantTarget$", "-test.failfast", "-test.v")
+			run := "^TestMutantTarget$"
+			if m.only != "" {
+				run += "/" + m.only
+			}
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run="+run, "-test.failfast", "-test.v")
 			cmd.Env = append(os.Environ(), "DISTLOCK_MUTANT="+m.name)
 			out, err := cmd.CombinedOutput()
 			var exit *exec.ExitError

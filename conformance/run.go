@@ -151,6 +151,8 @@ func Run(t *testing.T, h Harness) {
 		t.Run("IsolatedServer", s.testIsolatedServer)
 		t.Run("LeaderChange", s.testLeaderChange)
 		t.Run("MinorityLosesData", s.testMinorityLosesData)
+		t.Run("CloseDuringPartition", s.testCloseDuringPartition)
+		t.Run("CloseDuringPause", s.testCloseDuringPause)
 	})
 }
 

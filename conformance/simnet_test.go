@@ -124,6 +124,9 @@ type clientBugs struct {
 	expiredLease  bool // return a lease whose ttl ran out during the round trip
 	deafRenew     bool // Renew ignores its ctx while the network does not answer
 	batchRenew    bool // Renews share a batch whose ctx ends with its last caller's
+	// session makes the client a simSession (1), or one whose Close gives up the
+	// deletion of its expired locks (2).
+	session int
 }
 
 type simClient struct {
@@ -416,12 +419,18 @@ func simHarness(newTable func() distlock.Locker, bugs clientBugs, sbugs serverBu
 			srv.next++
 			srv.mu.Unlock()
 			var l distlock.Locker = c
-			if full {
+			crash := func() { set(c, func() { c.closed = true }) }
+			switch {
+			case bugs.session != 0:
+				ss := newSimSession(c, bugs.session == 2)
+				t.Cleanup(ss.wait)
+				l, crash = ss, func() { set(c, func() { c.closed = true }); ss.crash() }
+			case full:
 				l = simFull{c}
 			}
 			return conformance.Client{
 				Locker: l,
-				Crash:  func() { set(c, func() { c.closed = true }) },
+				Crash:  crash,
 				Partition: func() func() {
 					set(c, func() { c.cut = true })
 					return func() { set(c, func() { c.cut = false }) }
