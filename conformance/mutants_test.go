@@ -51,6 +51,7 @@ var mutants = []mutant{
 	{name: "renew-deaf-while-silent", catch: "rule 6 (context)", bugs: clientBugs{deafRenew: true}},
 	{name: "batch-waits-for-latest-deadline", catch: "rule 6 (context)", bugs: clientBugs{batchRenew: true}},
 	{name: "close-gives-up-cleanup", catch: "rule 4 (expiry)", bugs: clientBugs{session: 2}, only: "Faults/CloseDuring"},
+	{name: "renew-in-server-grace", catch: "rule 2 (owner check)", broken: func() distlock.Locker { return &renewInGrace{memlock.New()} }},
 	{name: "bare-errors", catch: "rule 5 (errors)", broken: func() distlock.Locker { return &bareErrors{memlock.New()} }},
 	{name: "returns-expired-lease", catch: "Lease contract", bugs: clientBugs{expiredLease: true}},
 	{name: "renew-shortens", catch: "rule 1 (mutual exclusion)", server: serverBugs{renewShortens: true}},
@@ -420,4 +421,35 @@ func bare(err error) error {
 func (m *bareErrors) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
 	l, err := m.Locker.TryLock(ctx, key, ttl)
 	return l, bare(err)
+}
+
+// renewInGrace keeps each key on the table for 150ms past its lease's Expires (a
+// server-side grace, as a drift allowance or a lease revoked on a 500ms tick makes)
+// and renews whatever the table still holds, as etcdlock's move path did.
+type renewInGrace struct{ *memlock.Locker }
+
+const tableGrace = 150 * time.Millisecond
+
+func (m *renewInGrace) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	if ttl <= 0 {
+		return m.Locker.TryLock(ctx, key, ttl) // its ErrInvalid
+	}
+	start := time.Now()
+	l, err := m.Locker.TryLock(ctx, key, ttl+tableGrace)
+	if err == nil {
+		l.Expires = start.Add(ttl)
+	}
+	return l, err
+}
+
+func (m *renewInGrace) Renew(ctx context.Context, l distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
+	if ttl <= 0 {
+		return m.Locker.Renew(ctx, l, ttl)
+	}
+	start := time.Now()
+	next, err := m.Locker.Renew(ctx, l, ttl+tableGrace)
+	if err == nil {
+		next.Expires = start.Add(ttl)
+	}
+	return next, err
 }

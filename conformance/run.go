@@ -135,6 +135,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("DelayedReply", s.testExpiresDelayedReply)
 		t.Run("ReplyAfterTTL", s.testReplyAfterTTL)
 		t.Run("ShorteningRenewLostReply", s.testShorteningRenewLostReply)
+		t.Run("RenewAfterExpires", s.testRenewAfterExpires)
 	})
 	t.Run("Waiter", s.testWaiter)
 	t.Run("Inspector", s.testInspector)
