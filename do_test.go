@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/backendtest"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -253,4 +254,22 @@ func TestDoReleasesOnPanic(t *testing.T) {
 	})
 	_, err := l.TryLock(t.Context(), "job", time.Second)
 	require.NoError(t, err, "key still held after a panic in fn")
+}
+
+// TestDoEndsFnContextByExpiresWhateverRenewDoes: fn's context ends at the lease's
+// Expires while a renewal that ignores its ctx is stuck, and Do reports the loss.
+func TestDoEndsFnContextByExpiresWhateverRenewDoes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := backendtest.NewDeafRenew(memlock.New())
+		defer close(d.Release)
+		var expires time.Time
+		err := distlock.Do(t.Context(), d, "job", &distlock.DoOptions{TTL: 3 * time.Second, ReleaseTimeout: 100 * time.Millisecond},
+			func(ctx context.Context) error {
+				expires = time.Now().Add(3 * time.Second)
+				<-ctx.Done()
+				require.Zero(t, time.Since(expires), "fn's context did not end at the lease's Expires")
+				return nil
+			})
+		require.ErrorIs(t, err, distlock.ErrNotHeld)
+	})
 }

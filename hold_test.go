@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/backendtest"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -334,33 +335,18 @@ func (l lossOnly) Unlock(ctx context.Context, lease distlock.Lease) error {
 
 func (l lossOnly) Lost(lease distlock.Lease) <-chan struct{} { return l.m.Lost(lease) }
 
-// deafRenew's Renew ignores its ctx: it returns only when release is closed, as a
-// client that does not watch ctx while its server is silent, or a batch that waits
-// for the latest deadline of its callers, would.
-type deafRenew struct {
-	distlock.Locker
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (d *deafRenew) Renew(ctx context.Context, l distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
-	d.entered <- struct{}{}
-	<-d.release
-	return d.Locker.Renew(context.WithoutCancel(ctx), l, ttl)
-}
-
 // TestHoldEndsByExpiresWhateverRenewDoes: a Held's Context ends at its lease's
 // Expires even while a Renew that ignores its ctx is still in flight, and Release
 // returns by its own ctx instead of waiting for that Renew.
 func TestHoldEndsByExpiresWhateverRenewDoes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := &deafRenew{Locker: memlock.New(), entered: make(chan struct{}, 1), release: make(chan struct{})}
-		defer close(d.release)
+		d := backendtest.NewDeafRenew(memlock.New())
+		defer close(d.Release)
 		lease, err := d.TryLock(t.Context(), "job", 3*time.Second)
 		require.NoError(t, err)
 		h := distlock.Hold(t.Context(), d, lease, &distlock.HoldOptions{TTL: 3 * time.Second})
 		ctx := h.Context()
-		<-d.entered // the first renewal, at Every = 1s, never returns
+		<-d.Entered // the first renewal, at Every = 1s, never returns
 		<-ctx.Done()
 		require.False(t, time.Now().Before(lease.Expires), "Context ended before Expires")
 		require.Zero(t, time.Since(lease.Expires), "Context did not end at the lease's Expires")

@@ -26,15 +26,21 @@ func (s *suite) testHoldUnderPartition(t *testing.T) {
 		lease := s.lock(t, a, s.key(t), ttl, rHold)
 		held[i] = distlock.Hold(t.Context(), a, lease, &distlock.HoldOptions{TTL: ttl})
 	}
+	ended := make([]chan time.Time, n)
+	for i, h := range held {
+		ended[i] = make(chan time.Time, 1)
+		context.AfterFunc(h.Context(), func() { ended[i] <- time.Now() })
+	}
 	heal := a.Partition()
 	defer heal()
 	for i, h := range held {
+		var end time.Time
 		select {
-		case <-h.Context().Done():
+		case end = <-ended[i]:
 		case <-time.After(time.Until(h.Lease().Expires) + ctxAllowance):
+			end = time.Now()
 		}
-		ended := time.Now()
-		if late := ended.Sub(h.Lease().Expires); h.Context().Err() == nil || late > ctxAllowance {
+		if late := end.Sub(h.Lease().Expires); h.Context().Err() == nil || late > ctxAllowance {
 			t.Fatalf("%s: Held %d's Context ended %v after its lease's Expires while the client was partitioned (allowance %v; Context err %v)",
 				rHold, i, late, ctxAllowance, h.Context().Err())
 		}
