@@ -1,0 +1,171 @@
+package conformance
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Bounds are what Check allows a backend beyond the contract's exact times.
+type Bounds struct {
+	// Ctx is how long after its context's deadline a call may return, and how long
+	// after its lease's latest Expires a Held's Context may end.
+	Ctx time.Duration
+	// Clock absorbs the scheduler between the caller's clock reading and the
+	// backend's: a lease's Expires may lie up to Clock beyond Invoke + TTL.
+	Clock time.Duration
+}
+
+// A Violation is one broken rule and the events of the history that show it.
+type Violation struct {
+	Rule   string
+	What   string
+	Events []Event
+}
+
+func (v Violation) String() string { return v.Rule + ": " + v.What }
+
+// A window is a held lease of a history, as its holder saw it: from the return of its
+// acquisition until the latest Expires it was told, cut at the invocation of its
+// first Unlock (the holder stops using a lease before it gives it up).
+type window struct {
+	key, token string
+	fence      uint64
+	acquire    Event
+	start, end time.Duration
+	events     []Event // the acquisition, then its other calls in history order
+}
+
+// Check returns the violations of the contract's rules in history h: rule 1 (two
+// holders of a key whose held windows overlap), rule 3 (a fence that does not
+// increase in real-time order of acquisition), rule 6 (a call that returned past
+// its deadline plus b.Ctx), rule 8 (a lease returned already expired, or with
+// Expires beyond its invocation plus ttl plus b.Clock) and Hold's rule (a Held's
+// Context that ended past its lease's latest Expires plus b.Ctx). A Renew or
+// Unlock whose outcome is unknown changes nothing that its holder was told, so
+// it leaves the window as it was.
+func Check(h []Event, b Bounds) []Violation {
+	var vs []Violation
+	vs = append(vs, checkCalls(h, b)...)
+	leases := leasesOf(h)
+	vs = append(vs, checkExclusion(leases)...)
+	vs = append(vs, checkFences(leases)...)
+	vs = append(vs, checkHeld(h, leases, b)...)
+	return vs
+}
+
+// checkCalls checks each call alone: rules 6 and 8.
+func checkCalls(h []Event, b Bounds) []Violation {
+	var vs []Violation
+	for _, e := range h {
+		if e.Op == OpHeldEnd {
+			continue
+		}
+		if took := e.Return - e.Invoke; e.Deadline > 0 && took > e.Deadline+b.Ctx {
+			vs = append(vs, Violation{rContext, fmt.Sprintf("client %d's %s(%s) with a %v deadline returned after %v", e.Client, e.Op, short(e.Key), e.Deadline, took), []Event{e}})
+		}
+		if e.Outcome != "" || (e.Op != OpTryLock && e.Op != OpLock && e.Op != OpRenew) {
+			continue
+		}
+		if e.Expires <= e.Return {
+			vs = append(vs, Violation{rLease, fmt.Sprintf("client %d's %s(%s) returned a lease already expired (%v before it returned)", e.Client, e.Op, short(e.Key), e.Return-e.Expires), []Event{e}})
+		}
+		if e.Op != OpLock && e.Expires > e.Invoke+e.TTL+b.Clock {
+			vs = append(vs, Violation{rLease, fmt.Sprintf("client %d's %s(%s) returned Expires %v past its invocation + ttl %v", e.Client, e.Op, short(e.Key), e.Expires-e.Invoke-e.TTL, e.TTL), []Event{e}})
+		}
+	}
+	return vs
+}
+
+// leasesOf rebuilds the held leases of h from their successful acquisitions.
+func leasesOf(h []Event) map[string]*window {
+	leases := map[string]*window{}
+	for _, e := range h {
+		if e.Token == "" {
+			continue
+		}
+		l := leases[e.Token]
+		switch {
+		case l == nil && (e.Op == OpTryLock || e.Op == OpLock) && e.Outcome == "":
+			l = &window{key: e.Key, token: e.Token, fence: e.Fence, acquire: e, start: e.Return, end: e.Expires}
+			leases[e.Token] = l
+		case l == nil:
+			continue
+		case e.Op == OpRenew && e.Outcome == "" && e.Return < l.end:
+			l.end = max(l.end, e.Expires)
+		case e.Op == OpUnlock && e.Invoke < l.end:
+			l.end = max(e.Invoke, l.start)
+		}
+		l.events = append(l.events, e)
+	}
+	return leases
+}
+
+// byKey groups the leases per key, each group in order of acquisition.
+func byKey(leases map[string]*window) map[string][]*window {
+	keys := map[string][]*window{}
+	for _, l := range leases {
+		keys[l.key] = append(keys[l.key], l)
+	}
+	for _, ls := range keys {
+		slices.SortFunc(ls, func(a, b *window) int { return int(a.start - b.start) })
+	}
+	return keys
+}
+
+// checkExclusion: rule 1.
+func checkExclusion(leases map[string]*window) []Violation {
+	var vs []Violation
+	for key, ls := range byKey(leases) {
+		for i, a := range ls {
+			for _, b := range ls[i+1:] {
+				if b.start >= a.end {
+					continue
+				}
+				vs = append(vs, Violation{rMutex, fmt.Sprintf("key %s: client %d acquired (fence %d) %v before client %d's lease (fence %d) ended",
+					short(key), b.acquire.Client, b.fence, a.end-b.start, a.acquire.Client, a.fence), append(slices.Clone(a.events), b.events...)})
+			}
+		}
+	}
+	return vs
+}
+
+// checkFences: rule 3, for acquisitions in real-time order (one returned before
+// the other was invoked).
+func checkFences(leases map[string]*window) []Violation {
+	var vs []Violation
+	for key, ls := range byKey(leases) {
+		for _, a := range ls {
+			for _, b := range ls {
+				if a.acquire.Return < b.acquire.Invoke && b.fence <= a.fence {
+					vs = append(vs, Violation{rFence, fmt.Sprintf("key %s: fence %d acquired after fence %d", short(key), b.fence, a.fence), []Event{a.acquire, b.acquire}})
+				}
+			}
+		}
+	}
+	return vs
+}
+
+// checkHeld: a Held's Context ends by its lease's latest Expires plus b.Ctx.
+func checkHeld(h []Event, leases map[string]*window, b Bounds) []Violation {
+	var vs []Violation
+	for _, e := range h {
+		if e.Op != OpHeldEnd {
+			continue
+		}
+		l := leases[e.Token]
+		if l == nil {
+			continue
+		}
+		latest := l.acquire.Expires
+		for _, r := range l.events {
+			if r.Op == OpRenew && r.Outcome == "" && r.Return <= e.Invoke {
+				latest = max(latest, r.Expires)
+			}
+		}
+		if late := e.Invoke - latest; late > b.Ctx {
+			vs = append(vs, Violation{rHold, fmt.Sprintf("key %s: client %d's Held (fence %d) ended %v after its lease's latest Expires", short(l.key), e.Client, l.fence, late), append(slices.Clone(l.events), e)})
+		}
+	}
+	return vs
+}

@@ -1,0 +1,141 @@
+package conformance
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+const mS = time.Millisecond
+
+var bounds = Bounds{Ctx: 50 * mS, Clock: 10 * mS}
+
+// acq is a successful TryLock by client c of key k with token tok and fence f,
+// invoked at inv, returned at ret, for ttl.
+func acq(c int, k, tok string, f uint64, inv, ret, ttl time.Duration) Event {
+	return Event{Client: c, Op: OpTryLock, Key: k, TTL: ttl, Invoke: inv, Return: ret, Token: tok, Fence: f, Expires: inv + ttl}
+}
+
+func renew(c int, k, tok string, inv, ret, ttl time.Duration, out string) Event {
+	e := Event{Client: c, Op: OpRenew, Key: k, TTL: ttl, Invoke: inv, Return: ret, Token: tok, Outcome: out}
+	if out == "" {
+		e.Expires = inv + ttl
+	}
+	return e
+}
+
+func unlock(c int, k, tok string, inv, ret time.Duration, out string) Event {
+	return Event{Client: c, Op: OpUnlock, Key: k, Invoke: inv, Return: ret, Token: tok, Outcome: out}
+}
+
+func rules(vs []Violation) []string {
+	var r []string
+	for _, v := range vs {
+		r = append(r, v.Rule)
+	}
+	return r
+}
+
+func TestCheckExclusion(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		h    []Event
+		want []string
+	}{
+		{"expired then acquired", []Event{
+			acq(1, "k", "a", 1, 0, 5*mS, 100*mS),
+			acq(2, "k", "b", 2, 90*mS, 101*mS, 100*mS),
+		}, nil},
+		{"acquired before Expires", []Event{
+			acq(1, "k", "a", 1, 0, 5*mS, 100*mS),
+			acq(2, "k", "b", 2, 90*mS, 99*mS, 100*mS),
+		}, []string{rMutex}},
+		{"renewed, then acquired before the new Expires", []Event{
+			acq(1, "k", "a", 1, 0, 5*mS, 100*mS),
+			renew(1, "k", "a", 50*mS, 55*mS, 100*mS, ""),
+			acq(2, "k", "b", 2, 120*mS, 130*mS, 100*mS),
+		}, []string{rMutex}},
+		{"a Renew of unknown outcome extends nothing", []Event{
+			acq(1, "k", "a", 1, 0, 5*mS, 100*mS),
+			renew(1, "k", "a", 50*mS, 95*mS, 100*mS, OutCtx),
+			acq(2, "k", "b", 2, 120*mS, 130*mS, 100*mS),
+		}, nil},
+		{"a Renew that returned after Expires extends nothing", []Event{
+			acq(1, "k", "a", 1, 0, 5*mS, 100*mS),
+			renew(1, "k", "a", 50*mS, 101*mS, 100*mS, ""),
+			acq(2, "k", "b", 2, 110*mS, 120*mS, 100*mS),
+		}, nil},
+		{"unlocked, then acquired during the Unlock", []Event{
+			acq(1, "k", "a", 1, 0, 5*mS, time.Second),
+			unlock(1, "k", "a", 50*mS, 60*mS, ""),
+			acq(2, "k", "b", 2, 55*mS, 58*mS, 100*mS),
+		}, nil},
+		{"acquired before the Unlock was invoked", []Event{
+			acq(1, "k", "a", 1, 0, 5*mS, time.Second),
+			acq(2, "k", "b", 2, 20*mS, 30*mS, 100*mS),
+			unlock(1, "k", "a", 50*mS, 60*mS, ""),
+		}, []string{rMutex}},
+		{"other keys do not conflict", []Event{
+			acq(1, "k", "a", 1, 0, 5*mS, time.Second),
+			acq(2, "j", "b", 1, 0, 5*mS, time.Second),
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, rules(Check(tc.h, bounds)))
+		})
+	}
+}
+
+func TestCheckFences(t *testing.T) {
+	h := []Event{
+		acq(1, "k", "a", 5, 0, 5*mS, 100*mS),
+		acq(2, "k", "b", 5, 200*mS, 205*mS, 100*mS),
+	}
+	vs := Check(h, bounds)
+	require.Equal(t, []string{rFence}, rules(vs))
+	require.Len(t, vs[0].Events, 2, "the excerpt is the two acquisitions")
+	// Concurrent acquisitions (neither returned before the other started) are not
+	// ordered by time, so rule 3 does not judge them; rule 1 does.
+	h[1].Invoke, h[1].Return, h[1].Expires = 3*mS, 6*mS, 103*mS
+	require.Equal(t, []string{rMutex}, rules(Check(h, bounds)))
+}
+
+func TestCheckCalls(t *testing.T) {
+	late := unlock(1, "k", "a", 0, 200*mS, OutCtx)
+	late.Deadline = 100 * mS
+	onTime := late
+	onTime.Return = 140 * mS
+	past := acq(1, "k", "a", 1, 0, 120*mS, 100*mS)
+	long := acq(2, "j", "b", 1, 0, 5*mS, 100*mS)
+	long.Expires = 200 * mS
+	require.Equal(t, []string{rContext}, rules(Check([]Event{late}, bounds)))
+	require.Empty(t, Check([]Event{onTime}, bounds))
+	require.Equal(t, []string{rLease}, rules(Check([]Event{past}, bounds)))
+	require.Equal(t, []string{rLease}, rules(Check([]Event{long}, bounds)))
+}
+
+func TestCheckHeld(t *testing.T) {
+	end := func(at time.Duration) Event {
+		return Event{Client: 1, Op: OpHeldEnd, Key: "k", Invoke: at, Return: at, Token: "a"}
+	}
+	base := []Event{
+		acq(1, "k", "a", 1, 0, 5*mS, 100*mS),
+		renew(1, "k", "a", 30*mS, 35*mS, 100*mS, ""),      // Expires 130ms
+		renew(1, "k", "a", 60*mS, 200*mS, 100*mS, OutCtx), // unknown: extends nothing
+	}
+	require.Empty(t, Check(append(base, end(170*mS)), bounds))
+	vs := Check(append(base, end(190*mS)), bounds)
+	require.Equal(t, []string{rHold}, rules(vs))
+	require.Contains(t, vs[0].What, "60ms after")
+}
+
+func TestWriteHistory(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, WriteHistory(&buf, []Event{acq(1, "k", "a", 1, 0, 5*mS, 100*mS), unlock(1, "k", "a", 6*mS, 7*mS, "")}))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, 2)
+	require.Contains(t, lines[0], `"op":"TryLock"`)
+}
