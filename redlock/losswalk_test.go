@@ -1,0 +1,153 @@
+package redlock_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/testenv"
+	"github.com/distlock/distlock/redlock"
+)
+
+// walkTTL is MaxTTL and the ttl of the walks over losses: a node that comes back
+// empty is kept out for a little over it (1.112s).
+const walkTTL = time.Second
+
+// walkSpacing is the time between two losses of a walk: more than the quarantine,
+// so that no two losses are within MaxTTL of each other.
+const walkSpacing = 1500 * time.Millisecond
+
+// eraBound is how long after the loss of a node, first reached by an attempt right
+// after it, the node may take to count again by itself (no other traffic): its
+// quarantine (1.1 * MaxTTL plus the drift allowance) plus the adoption's bound.
+const eraBound = walkTTL + walkTTL/10 + 12*time.Millisecond + 300*time.Millisecond
+
+// healDeployment, in t's cleanup, deletes every node's marker and quarantine and
+// brings the five nodes in afresh (a test may leave them without eras on purpose),
+// so that the next test starts with every node counting.
+func healDeployment(t *testing.T) {
+	t.Cleanup(func() {
+		ctx := context.WithoutCancel(t.Context())
+		for _, s := range nodes {
+			if !s.Running() {
+				s.Restart(t)
+			}
+			_, err := testenv.RedisCommand(ctx, s.Addr(), "DEL", redlock.DefaultPrefix+":node", redlock.DefaultPrefix+":quarantine")
+			require.NoError(t, err)
+		}
+		counting(t, newLocker(t, nil), 15*time.Second)
+	})
+}
+
+// markerOf returns node i's marker ("<epoch>|<era>"; "" when it has none).
+func markerOf(t *testing.T, i int) string {
+	t.Helper()
+	v, err := testenv.RedisCommand(t.Context(), nodes[i].Addr(), "GET", redlock.DefaultPrefix+":node")
+	require.NoError(t, err)
+	s, _ := v.(string)
+	return s
+}
+
+// hasEra reports whether node i has a marker with an era (it counts, or will once
+// its quarantine ends: the era is set only after it).
+func hasEra(t *testing.T, i int) bool {
+	m := markerOf(t, i)
+	j := strings.IndexByte(m, '|')
+	return j >= 0 && j < len(m)-1
+}
+
+// tryFor retries TryLock of key until it succeeds or d has passed.
+func tryFor(t *testing.T, l *redlock.Locker, key string, d time.Duration) (distlock.Lease, error) {
+	deadline := time.Now().Add(d)
+	for {
+		lease, err := l.TryLock(t.Context(), key, walkTTL)
+		if err == nil || time.Now().After(deadline) {
+			return lease, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// walkLosses restarts the groups of nodes empty one after another, walkSpacing
+// apart (issue 28, item 5): after each loss one acquisition of a key follows, then
+// nothing else runs (unless traffic is set: then another key is taken and released
+// all along). The documented assumption holds throughout (fewer than a quorum lose
+// their data within MaxTTL of each other), so every acquisition must succeed, its
+// fence must be above every earlier one, and the nodes of each group must count
+// again by themselves within eraBound.
+func walkLosses(t *testing.T, groups [][]int, traffic bool) {
+	healDeployment(t)
+	l := newLocker(t, &redlock.Options{MaxTTL: walkTTL})
+	counting(t, l, 15*time.Second)
+	key := "walk-" + distlock.NewToken()[:8]
+	first, err := l.TryLock(t.Context(), key, walkTTL)
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(t.Context(), first))
+	last := first.Fence
+	if traffic {
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			other := "walk-traffic-" + distlock.NewToken()[:8]
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+				if lease, err := l.TryLock(t.Context(), other, walkTTL); err == nil {
+					_ = l.Unlock(t.Context(), lease)
+				}
+			}
+		})
+		defer wg.Wait()
+		defer close(stop)
+	}
+	for round, g := range groups {
+		for _, i := range g {
+			restartEmpty(t, i)
+		}
+		lost := time.Now()
+		lease, err := tryFor(t, l, key, 2*time.Second)
+		switch {
+		case err != nil:
+			t.Errorf("round %d (nodes %v came back empty): no acquisition for 2s: %v", round, g, err)
+		case lease.Fence <= last:
+			t.Errorf("round %d (nodes %v came back empty): fence %d after %d", round, g, lease.Fence, last)
+		default:
+			t.Logf("round %d (nodes %v came back empty): fence %d (era %d)", round, g, lease.Fence, lease.Fence>>40)
+		}
+		if err == nil {
+			last = max(last, lease.Fence)
+			require.NoError(t, l.Unlock(t.Context(), lease))
+		}
+		// Nothing else runs (but the traffic): the nodes of g must get their era.
+		for _, i := range g {
+			for !hasEra(t, i) && time.Since(lost) < eraBound {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if !hasEra(t, i) {
+				t.Errorf("round %d: node %d has no era %v after it came back empty (marker %q)", round, i, time.Since(lost).Round(time.Millisecond), markerOf(t, i))
+			}
+		}
+		time.Sleep(time.Until(lost.Add(walkSpacing)))
+	}
+}
+
+// TestLossWalk (issue 28, item 5): nodes lose their data one group after another,
+// each group walkSpacing (more than MaxTTL) after the last, in pairs and singly,
+// with and without other traffic. Every acquisition succeeds, fences only increase,
+// and every node that came back empty counts again by itself, within eraBound.
+func TestLossWalk(t *testing.T) {
+	pairs := [][]int{{0, 1}, {2, 3}, {4, 0}, {1, 2}, {3, 4}}
+	singles := [][]int{{0}, {1}, {2}, {3}, {4}}
+	t.Run("pairs", func(t *testing.T) { walkLosses(t, pairs, false) })
+	t.Run("pairs-traffic", func(t *testing.T) { walkLosses(t, pairs, true) })
+	t.Run("singles", func(t *testing.T) { walkLosses(t, singles, false) })
+	t.Run("singles-traffic", func(t *testing.T) { walkLosses(t, singles, true) })
+}
