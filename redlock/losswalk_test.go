@@ -151,3 +151,51 @@ func TestLossWalk(t *testing.T) {
 	t.Run("singles", func(t *testing.T) { walkLosses(t, singles, false) })
 	t.Run("singles-traffic", func(t *testing.T) { walkLosses(t, singles, true) })
 }
+
+// TestNoNewDeploymentAfterLosses (issue 28, item 5 (c)): nodes 0 and 1 come back
+// empty and the only Locker that saw them closes before their quarantine ends, so
+// nobody gives them their eras; later nodes 2, 3 and 4 lose their data too. Every
+// node then lacks an era, as in a new deployment, but the markers of nodes 0 and 1
+// say that the deployment issued fences: TryLock must refuse rather than start the
+// fences again at 1. An operator who deletes the markers and sets
+// Options.FenceFloor to the last fence gets fences above it.
+func TestNoNewDeploymentAfterLosses(t *testing.T) {
+	healDeployment(t)
+	opts := &redlock.Options{MaxTTL: walkTTL}
+	a := newLocker(t, opts)
+	counting(t, a, 15*time.Second)
+	key := "no-new-deployment-" + distlock.NewToken()[:8]
+	restartEmpty(t, 0)
+	restartEmpty(t, 1)
+	last, err := tryFor(t, a, key, 2*time.Second)
+	require.NoError(t, err, "TryLock on nodes 2, 3, 4")
+	require.NoError(t, a.Unlock(t.Context(), last))
+	require.NoError(t, a.Close()) // before the quarantine of nodes 0 and 1 ends
+	for _, i := range []int{2, 3, 4} {
+		restartEmpty(t, i)
+	}
+	b := newLocker(t, opts)
+	for start := time.Now(); time.Since(start) < eraBound+500*time.Millisecond; time.Sleep(50 * time.Millisecond) {
+		lease, err := b.TryLock(t.Context(), key, walkTTL)
+		if err == nil {
+			t.Fatalf("acquired with fence %d after fence %d, though nodes 0 and 1 kept the markers of their loss", lease.Fence, last.Fence)
+		}
+		require.ErrorContains(t, err, "operator")
+	}
+	// The operator starts the deployment again above the last fence.
+	for _, s := range nodes {
+		_, err := testenv.RedisCommand(t.Context(), s.Addr(), "DEL", redlock.DefaultPrefix+":node", redlock.DefaultPrefix+":quarantine")
+		require.NoError(t, err)
+	}
+	c := newLocker(t, &redlock.Options{MaxTTL: walkTTL, FenceFloor: last.Fence})
+	lease, err := c.TryLock(t.Context(), key, walkTTL)
+	require.NoError(t, err)
+	require.Greater(t, lease.Fence, last.Fence, "the first fence of the deployment started again with FenceFloor %d", last.Fence)
+	require.NoError(t, c.Unlock(t.Context(), lease))
+}
+
+// TestFenceFloorInvalid: a FenceFloor whose era is out of range is invalid.
+func TestFenceFloorInvalid(t *testing.T) {
+	_, err := redlock.New(clients(t, nodeAddrs()), &redlock.Options{FenceFloor: redlock.MaxFenceFloor + 1})
+	require.ErrorIs(t, err, distlock.ErrInvalid)
+}

@@ -2,8 +2,8 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,20 +32,23 @@ import (
 // before they end.
 //
 // Fences: a counter that a node creates starts at era * 2^40 (era 0: at 0, as
-// before eras). An attempt that finds a node whose quarantine has ended but that has
-// no era yet gives it 1 + the largest era among the nodes with an era that answered
-// it, when they are at least a quorum; the raise script lifts a node's era to the
-// era part of any fence it records. So the era of a node that came back empty is
-// above the era part of every fence issued before it lost its data, and every
-// counter it creates, and every fence read from it, is larger than those fences
-// (see "Fences after data loss" in the package documentation for the argument).
+// before eras). Once the quarantine of a node that has no era yet has ended, a probe
+// of the Locker that found it kept out (adopt.go) gives it 1 + the largest era among
+// the other nodes with an era that answered, when they are at least a quorum; the
+// raise script lifts a node's era to the era part of any fence it records. So the
+// era of a node that came back empty is above the era part of every fence issued
+// before it lost its data, and every counter it creates, and every fence read from
+// it, is larger than those fences (see "Masters that lose their data" in the
+// package documentation for the argument).
 //
 // A fresh deployment has no markers at all. When every one of the N nodes answers an
-// attempt and none of them counts (all new, or all kept out), no quorum can have
-// held anything that survives, unless a majority lost its data, which no RedLock
-// survives: the attempt gives all of them era 0 (or 1 + the largest era seen),
-// lifts their quarantine, and tries once more. A deployment that starts with a node
-// down waits for the quarantine instead.
+// attempt, none of them counts, and all carry one attempt's epoch (that attempt
+// found them all empty), no node has held anything since, and nothing before unless
+// every node lost its data, which no RedLock survives: the attempt gives all of them
+// the first era (0, or above Options.FenceFloor), lifts their quarantine, and tries
+// once more. Markers of different attempts mean a deployment that ran and lost too
+// many nodes' data: the attempt fails with errLostMajority. A deployment that
+// starts with a node down waits for the quarantine instead.
 
 // eraUnit is 2^40: the fences of era e start above e * eraUnit. Lua's numbers are
 // doubles, exact up to 2^53, so eras stay below maxEra.
@@ -95,58 +98,61 @@ func (s nodeState) String() string {
 	return "came back empty and waits for its fence era (a quorum of nodes with eras must answer)"
 }
 
-// settleNodes acts on the nodes that phase 1 found kept out (res[i].v.out): when
-// every node answered and none counts, it brings them all in (a fresh deployment)
-// and reports true, so that the attempt is made again; otherwise it gives an era to
-// those whose quarantine has ended, when a quorum of nodes with an era answered, in
-// the background.
-func (l *Locker) settleNodes(ctx context.Context, res []reply[phase1], bootstrap bool) bool {
+// settleNodes acts on the nodes that phase 1 found kept out (res[i].v.out). When
+// bootstrap is set and every node answered and none counts, the nodes are a new
+// deployment if one attempt found them all empty (they all carry its epoch: see
+// newDeployment); it then brings them all in and reports true, so that the attempt
+// is made again, and otherwise it returns errLostMajority. In every other case it
+// schedules the adoption of each node kept out at the end of its quarantine
+// (adopt.go).
+func (l *Locker) settleNodes(ctx context.Context, res []reply[phase1], bootstrap bool) (bool, error) {
 	var out []int
-	withEra, era := 0, int64(-1)
 	for i, r := range res {
-		switch {
-		case r.err != nil:
-		case r.v.out != nil:
+		if r.err == nil && r.v.out != nil {
 			out = append(out, i)
-		default:
-			withEra++
-			era = max(era, r.v.era)
 		}
 	}
 	if len(out) == 0 {
-		return false
+		return false, nil
 	}
-	next := strconv.FormatInt(era+1, 10)
-	if era+1 > maxEra {
-		return false // out of eras: the nodes stay out (see the package documentation)
-	}
-	assign := func(ctx context.Context, idx []int, lift string) []reply[bool] {
-		return fanout(ctx, l, idx, l.opts.NodeTimeout, func(ctx context.Context, i int) (bool, error) {
-			v, err := l.nodes[i].Run(ctx, assignScript, []string{l.state.marker, l.state.quarantine}, res[i].v.out.epoch, next, lift).Int64()
-			return v == 1, err
-		}, nil, nil, false)
-	}
-	if bootstrap && len(out) == len(l.nodes) {
-		ok := 0
-		for _, r := range assign(ctx, out, "1") {
-			if r.err == nil && r.v {
-				ok++
-			}
+	if !bootstrap || len(out) < len(l.nodes) {
+		for _, i := range out {
+			l.adoptLater(i, max(res[i].v.out.left, 0))
 		}
-		return ok > 0
+		return false, nil
 	}
-	var ended []int
-	for _, i := range out {
-		if res[i].v.out.left <= 0 {
-			ended = append(ended, i)
+	if !newDeployment(res) {
+		return false, errLostMajority
+	}
+	ok := 0
+	for _, r := range fanout(ctx, l, out, l.opts.NodeTimeout, func(ctx context.Context, i int) (bool, error) {
+		return l.assignEra(ctx, i, res[i].v.out.epoch, l.firstEra, true)
+	}, nil, nil, false) {
+		if r.err == nil && r.v {
+			ok++
 		}
 	}
-	if len(ended) > 0 && withEra >= l.quorum {
-		l.group.Go(func() {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.NodeTimeout)
-			defer cancel()
-			assign(cctx, ended, "0")
-		})
-	}
-	return false
+	return ok > 0, nil
 }
+
+// newDeployment reports whether the nodes of res, every one of which answered and
+// none of which counts, are a new deployment: one attempt found every one of them
+// empty (each marker carries that attempt's epoch), so none has held anything since
+// then, and nothing before unless every node lost its data before the others could
+// give it its era. Nodes whose markers carry different epochs were found empty by
+// different attempts: at least one of them came back empty in a deployment that
+// was running, and the fences it issued are known to nobody that answered.
+func newDeployment(res []reply[phase1]) bool {
+	for _, r := range res {
+		if r.v.out.epoch != res[0].v.out.epoch {
+			return false
+		}
+	}
+	return true
+}
+
+// errLostMajority is the error of an attempt that found every node without an era
+// and markers left by earlier losses (see newDeployment).
+var errLostMajority = errors.New("every node lost its data or waits for its fence era, and some were found empty by earlier attempts: " +
+	"more nodes lost their data than a quorum can give eras to, so the fences issued so far are unknown; " +
+	"an operator must start the deployment again (see \"Masters that lose their data\" in the redlock documentation)")
