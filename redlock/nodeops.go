@@ -97,6 +97,9 @@ func newUnlockCall(n redisx.Names, key, token string, leave any) releaseCall {
 // releaseOn releases c's token's lock on node i; the token is one of ours
 // (redisx.Ours).
 func (l *Locker) releaseOn(ctx context.Context, i int, c releaseCall) (bool, error) {
+	if hook := l.hookRelease.Load(); hook != nil {
+		(*hook)(i)
+	}
 	v, err := l.nodes[i].Run(ctx, c.script, c.keys, c.args...).Int64()
 	return v == 1, err
 }
