@@ -84,8 +84,11 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 	// answer before the outcome is known wait for it in att.
 	att := &attempt{}
 	settle := func(e lateReply) {
-		if e.err == nil && e.v.out != nil {
-			l.adoptLater(e.i, max(e.v.out.left, 0)) // kept out: adopt it (adopt.go)
+		if e.err == nil && e.v.out != nil { // kept out: adopt it (adopt.go)
+			if att.succeeded && e.v.out.epoch == token {
+				l.tagLater(ctx, e.i, token) // found empty in a running deployment
+			}
+			l.adoptLater(e.i, max(e.v.out.left, 0))
 			return
 		}
 		if e.err == nil && !e.v.locked {

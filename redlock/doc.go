@@ -189,17 +189,18 @@
 // numbers are doubles): 8191 losses of a master's data over a deployment's life.
 //
 // A new deployment has no markers at all. When every one of the N masters answers
-// an attempt, none of them counts, and all carry the marker of one attempt (the
-// one that found them all empty, now or in an earlier attempt that did not bring
-// them in), the attempt brings them all in at once, at era 0 (or above
-// Options.FenceFloor) and tries again: start a deployment, or upgrade from a
-// version without markers, with all masters up, or it waits MaxTTL. When their
-// markers come from different attempts, some master came back empty while too many
-// others lacked their era, and the fences issued before are known to none of them:
-// TryLock then returns an error that says so, rather than start the fences again.
-// An operator starts such a deployment again once no lease is in use (or MaxTTL
-// after the last one): delete the marker and the quarantine (P:node, P:quarantine)
-// on every master, and set Options.FenceFloor of the Locker that takes the first
+// an attempt and none of them counts, and none was found empty while another
+// master had an era (an attempt that finds a master empty while others count tags
+// its marker as lost in a running deployment), the attempt brings them all in at
+// once, at era 0 (or above Options.FenceFloor), and tries again: start a
+// deployment, or upgrade from a version without markers; a master that is down
+// then delays the start until it is up. When some marker carries the tag, a master
+// came back empty while too many others lacked their era, and the fences issued
+// before are known to none of them: TryLock then returns an error that says so,
+// rather than start the fences again. An operator starts such a deployment again
+// once no lease is in use (or MaxTTL after the last one): delete the marker and
+// the quarantine (P:node, P:quarantine) on every master, and set
+// Options.FenceFloor of the Locker that takes the first
 // lock at or above the largest fence issued (the protected resources know it), so
 // that its fences start above it (TestNoNewDeploymentAfterLosses). Set FenceFloor
 // too when every master lost its data.
@@ -250,7 +251,9 @@
 //	                  release that names I (or names the Locker before I) goes there
 //	P:{T}:turns:K     the Lockers that wait on K, in line (a sorted set of their
 //	                  IDs, expiring twice the ttl after the last one joined)
-//	P:node            the master's marker: "<epoch>|<era>", never expires
+//	P:node            the master's marker: "<epoch>|<era>", never expires (the
+//	                  epoch ends in '+' when the master was found empty while
+//	                  others had an era)
 //	P:quarantine      present, with a time to live, while the master is kept out
 //
 // where T is the first 8 bytes of SHA-256(K) in hex. K follows in full, unescaped, after a

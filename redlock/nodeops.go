@@ -55,7 +55,8 @@ func (l *Locker) acquireOn(ctx context.Context, i int, c acquireCall) (phase1, e
 		case 2:
 			if len(a) == 3 {
 				epoch, _ := a[1].(string)
-				return phase1{out: &nodeState{epoch: epoch, left: time.Duration(num(2)) * time.Millisecond}}, nil
+				token, _ := c.args[0].(string)
+				return phase1{out: &nodeState{token: token, epoch: epoch, left: time.Duration(num(2)) * time.Millisecond}}, nil
 			}
 		}
 	}

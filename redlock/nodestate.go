@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -42,13 +44,13 @@ import (
 // package documentation for the argument).
 //
 // A fresh deployment has no markers at all. When every one of the N nodes answers an
-// attempt, none of them counts, and all carry one attempt's epoch (that attempt
-// found them all empty), no node has held anything since, and nothing before unless
-// every node lost its data, which no RedLock survives: the attempt gives all of them
-// the first era (0, or above Options.FenceFloor), lifts their quarantine, and tries
-// once more. Markers of different attempts mean a deployment that ran and lost too
-// many nodes' data: the attempt fails with errLostMajority. A deployment that
-// starts with a node down waits for the quarantine instead.
+// attempt, none of them counts, and none carries the tag of a node found empty while
+// other nodes had an era (runningTag), no node has held anything since its marker
+// was written, and nothing before unless every node lost its data, which no RedLock
+// survives: the attempt gives all of them the first era (0, or above
+// Options.FenceFloor), lifts their quarantine, and tries once more. A tagged marker
+// means a deployment that ran and lost too many nodes' data: the attempt fails with
+// errLostMajority. A deployment that starts with a node down waits until it is up.
 
 // eraUnit is 2^40: the fences of era e start above e * eraUnit. Lua's numbers are
 // doubles, exact up to 2^53, so eras stay below maxEra.
@@ -87,6 +89,7 @@ return 1
 // A nodeState is what phase 1 learned of a node that does not count: it came back
 // empty (or is new) and is kept out, or waits for its era.
 type nodeState struct {
+	token string        // the attempt's token (the epoch of a marker it wrote)
 	epoch string        // the marker's epoch
 	left  time.Duration // the quarantine's remaining time; <= 0 when it has ended
 }
@@ -116,7 +119,11 @@ func (l *Locker) settleNodes(ctx context.Context, res []reply[phase1], bootstrap
 		return false, nil
 	}
 	if !bootstrap || len(out) < len(l.nodes) {
+		running := len(out) < len(l.nodes) && slices.ContainsFunc(res, func(r reply[phase1]) bool { return r.err == nil && r.v.out == nil })
 		for _, i := range out {
+			if running && res[i].v.out.epoch == res[i].v.out.token {
+				l.tagLater(ctx, i, res[i].v.out.token)
+			}
 			l.adoptLater(i, max(res[i].v.out.left, 0))
 		}
 		return false, nil
@@ -136,23 +143,43 @@ func (l *Locker) settleNodes(ctx context.Context, res []reply[phase1], bootstrap
 }
 
 // newDeployment reports whether the nodes of res, every one of which answered and
-// none of which counts, are a new deployment: one attempt found every one of them
-// empty (each marker carries that attempt's epoch), so none has held anything since
-// then, and nothing before unless every node lost its data before the others could
-// give it its era. Nodes whose markers carry different epochs were found empty by
-// different attempts: at least one of them came back empty in a deployment that
-// was running, and the fences it issued are known to nobody that answered.
+// none of which counts, are a new deployment: none of them was found empty while
+// another node had an era (an attempt that finds a node empty while others count
+// tags its marker: tagScript). Otherwise some node came back empty in a deployment
+// that was running, and the fences it issued are known to nobody that answered.
 func newDeployment(res []reply[phase1]) bool {
 	for _, r := range res {
-		if r.v.out.epoch != res[0].v.out.epoch {
+		if strings.HasSuffix(r.v.out.epoch, runningTag) {
 			return false
 		}
 	}
 	return true
 }
 
+// runningTag ends the epoch of a node that an attempt found empty while other nodes
+// had an era: that node lost its data in a running deployment (tagScript).
+const runningTag = "+"
+
+// tagScript renames the epoch ARGV[1] of a node's marker (without era) to
+// ARGV[1] + runningTag. KEYS[1] marker. Returns 1 when it did.
+var tagScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] .. '|' then return 0 end
+redis.call('SET', KEYS[1], ARGV[1] .. '+|')
+return 1
+`)
+
+// tagLater tags node i, whose marker the attempt of token wrote, as lost in a
+// running deployment, in the background.
+func (l *Locker) tagLater(ctx context.Context, i int, token string) {
+	l.group.Go(func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.CleanupTimeout)
+		defer cancel()
+		_ = l.nodes[i].Run(cctx, tagScript, []string{l.state.marker}, token).Err()
+	})
+}
+
 // errLostMajority is the error of an attempt that found every node without an era
 // and markers left by earlier losses (see newDeployment).
-var errLostMajority = errors.New("every node lost its data or waits for its fence era, and some were found empty by earlier attempts: " +
+var errLostMajority = errors.New("every node lost its data or waits for its fence era, and some were found empty while other nodes had eras: " +
 	"more nodes lost their data than a quorum can give eras to, so the fences issued so far are unknown; " +
 	"an operator must start the deployment again (see \"Masters that lose their data\" in the redlock documentation)")
