@@ -84,6 +84,13 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 	// answer before the outcome is known wait for it in att.
 	att := &attempt{}
 	settle := func(e lateReply) {
+		if e.err == nil && e.v.out != nil { // kept out: adopt it (adopt.go)
+			if att.succeeded && e.v.out.epoch == token {
+				l.tagLater(ctx, e.i, token) // found empty in a running deployment
+			}
+			l.adoptLater(e.i, max(e.v.out.left, 0))
+			return
+		}
 		if e.err == nil && !e.v.locked {
 			return // another owner's lock: nothing of ours
 		}
@@ -129,7 +136,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 	defer func() {
 		// Settle the late answers that came before the outcome was known.
 		for _, e := range att.early {
-			if e.err == nil && !e.v.locked {
+			if e.err == nil && !e.v.locked && e.v.out == nil {
 				att.settled(l, token)
 				continue
 			}
@@ -165,9 +172,11 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 		l.release(ctx, failed, c, 0)
 		return distlock.Lease{}, err
 	}
-	if l.settleNodes(ctx, res, bootstrap && len(locked) == 0) {
+	if again, err := l.settleNodes(ctx, res, bootstrap && len(locked) == 0); again {
 		att.decide(l, token, res, false, 0)
 		return l.tryLock(ctx, key, ttl, start, false)
+	} else if err != nil {
+		return fail(err)
 	}
 	if len(locked) < l.quorum {
 		err := l.noQuorum(ctx, key, res, locked, held)

@@ -120,12 +120,25 @@
 //     that forgot the lock, with the rest of its data intact, so it is not detected.
 //     Each master is one standalone server (New rejects Cluster and Ring clients)
 //     reached by one client (CheckServer reports two clients that reach one server).
-//   - Losses: fewer than a quorum of masters lose their data within MaxTTL of each
-//     other. A master that lost its data counts as lost until it counts again
-//     (MaxTTL after it came back, and once a quorum of the others answer); if a
-//     majority is lost, the keys they held may be granted twice and fences may
-//     repeat, as with any store that loses a majority. Nothing can detect that;
-//     keep the masters' failures independent (separate machines and power).
+//   - Losses: at most N - quorum masters (2 of 5; 1 of 3 or of 4) are lost at
+//     any one time, where a master is lost from the moment it loses its data until
+//     it has its fence era again: its quarantine (1.1 * MaxTTL plus the drift
+//     allowance, from the first attempt that reaches it after the loss), then one
+//     probe of the Locker whose attempt found it (see "Masters that lose their
+//     data"). A master is only found when an attempt reaches it, and only a
+//     Locker that stays open adopts it by itself: in a deployment with some
+//     Locker open, losses 1.2 * MaxTTL apart are safe whatever the traffic;
+//     a process that takes a lock and exits (a cron job) leaves a master it found
+//     empty lost until its next run, unless it stays open until that master's
+//     quarantine has ended. When more masters are lost at once and some kept
+//     their marker (a master that kept its data, or one that came back empty and
+//     waits for its era), no fence is issued and no lock granted until an operator
+//     starts the deployment again: the fences and locks stay safe, the keys
+//     unavailable. When every master lost everything, nothing can tell the
+//     deployment from a new one: fences start again at 1 (above
+//     Options.FenceFloor when set) and keys may be granted twice, as with any
+//     store that loses a majority. Nothing can detect that; keep the masters'
+//     failures independent (separate machines and power).
 //   - Clocks: the masters' and the clients' clocks advance at nearly the same rate
 //     (within DriftFactor). A master's clock that jumps forward (a manual change,
 //     NTP stepping rather than slewing) expires locks early and can let two clients
@@ -155,26 +168,42 @@
 // Its fence counters are gone too, and waiting does not bring them back: a
 // counter that restarts at 0 could repeat a fence that only the lost master and a
 // minority that missed it ever recorded. So fences carry an era: a counter a master
-// creates starts at era * 2^40, and a fence's era part is fence / 2^40. When the
-// quarantine of a master that came back empty has ended, the next attempt that
-// reaches it and a quorum of other masters gives it an era one above the largest
-// era among those masters, and the raise of phase 2 lifts a master's era to the era
-// part of any fence it records. Why a later acquisition B then still gets a larger
-// fence than an earlier one A, when B's quorum reaches A's only through a master m
-// that lost its data in between: m's new era was set after A's quorum had recorded
-// fA (A's attempt ended before m's quarantine did), from a quorum that shares a
-// master with A's, which holds an era at least fA's era part (or is itself a master
-// that came back since, with an era set the same way, above it); so every counter m
-// creates, and every fence B reads from m, is above fA. Fences jump by 2^40 when a
-// master that came back empty takes part: they stay increasing, not consecutive.
-// Eras must stay below 2^13 (Lua's numbers are doubles): 8191 losses of a master's
-// data over a deployment's life.
+// creates starts at era * 2^40, and a fence's era part is fence / 2^40. A master
+// that came back empty gets an era once its quarantine has ended: one above the
+// largest era among a quorum of other masters that have one, read after the
+// quarantine's end (the reads take at most NodeTimeout(MaxTTL), a tenth of MaxTTL,
+// which the quarantine allows for). A Locker whose attempt finds a master kept
+// out probes every master when that master's quarantine ends, and again every
+// tenth of MaxTTL while it has no era, and the Locker is open; so, while a quorum
+// of the other masters answers, it counts again within its quarantine plus about
+// twice NodeTimeout(MaxTTL), with no other traffic (TestLossWalk). The raise of phase
+// 2 lifts a master's era to the era part of any fence it records. Why a later
+// acquisition B then still gets a larger fence than an earlier one A, when B's
+// quorum reaches A's only through a master m that lost its data in between: m's new
+// era was set after A's quorum had recorded fA (A's attempt ended before m's
+// quarantine did), from a quorum that shares a master with A's, which holds an era
+// at least fA's era part (or is itself a master that came back since, with an era
+// set the same way, above it); so every counter m creates, and every fence B reads
+// from m, is above fA. Fences jump by 2^40 when a master that came back empty takes
+// part: they stay increasing, not consecutive. Eras must stay below 2^13 (Lua's
+// numbers are doubles): 8191 losses of a master's data over a deployment's life.
 //
 // A new deployment has no markers at all. When every one of the N masters answers
-// an attempt and none of them counts, they cannot hold anything that survives
-// unless a majority lost its data, so the attempt brings them all in at once (era
-// 0) and tries again: start a deployment, or upgrade from a version without
-// markers, with all masters up, or it waits MaxTTL.
+// an attempt and none of them counts, and none was found empty while another
+// master had an era (an attempt that finds a master empty while others count tags
+// its marker as lost in a running deployment), the attempt brings them all in at
+// once, at era 0 (or above Options.FenceFloor), and tries again: start a
+// deployment, or upgrade from a version without markers; a master that is down
+// then delays the start until it is up. When some marker carries the tag, a master
+// came back empty while too many others lacked their era, and the fences issued
+// before are known to none of them: TryLock then returns an error that says so,
+// rather than start the fences again. An operator starts such a deployment again
+// once no lease is in use (or MaxTTL after the last one): delete the marker and
+// the quarantine (P:node, P:quarantine) on every master, and set
+// Options.FenceFloor of the Locker that takes the first
+// lock at or above the largest fence issued (the protected resources know it), so
+// that its fences start above it (TestNoNewDeploymentAfterLosses). Set FenceFloor
+// too when every master lost its data.
 //
 // # The debate
 //
@@ -222,7 +251,9 @@
 //	                  release that names I (or names the Locker before I) goes there
 //	P:{T}:turns:K     the Lockers that wait on K, in line (a sorted set of their
 //	                  IDs, expiring twice the ttl after the last one joined)
-//	P:node            the master's marker: "<epoch>|<era>", never expires
+//	P:node            the master's marker: "<epoch>|<era>", never expires (the
+//	                  epoch ends in '+' when the master was found empty while
+//	                  others had an era)
 //	P:quarantine      present, with a time to live, while the master is kept out
 //
 // where T is the first 8 bytes of SHA-256(K) in hex. K follows in full, unescaped, after a

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,4 +81,23 @@ func (l *Locker) Waiting(key string) int { return l.queue.Len(key) }
 // it released the lock there.
 func (l *Locker) UnlockOn(ctx context.Context, lease distlock.Lease, i int) (bool, error) {
 	return l.releaseOn(ctx, i, newUnlockCall(l.names(lease.Key), lease.Key, lease.Token, l.idArg))
+}
+
+// HoldRelease makes l's release scripts (Unlock's and the clean-ups') to the nodes
+// idx wait until release is called, and returns release.
+func (l *Locker) HoldRelease(idx ...int) (release func()) {
+	gate := make(chan struct{})
+	hook := func(node int) {
+		if slices.Contains(idx, node) {
+			<-gate
+		}
+	}
+	l.hookRelease.Store(&hook)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.hookRelease.Store(nil)
+			close(gate)
+		})
+	}
 }

@@ -55,7 +55,8 @@ func (l *Locker) acquireOn(ctx context.Context, i int, c acquireCall) (phase1, e
 		case 2:
 			if len(a) == 3 {
 				epoch, _ := a[1].(string)
-				return phase1{out: &nodeState{epoch: epoch, left: time.Duration(num(2)) * time.Millisecond}}, nil
+				token, _ := c.args[0].(string)
+				return phase1{out: &nodeState{token: token, epoch: epoch, left: time.Duration(num(2)) * time.Millisecond}}, nil
 			}
 		}
 	}
@@ -97,6 +98,9 @@ func newUnlockCall(n redisx.Names, key, token string, leave any) releaseCall {
 // releaseOn releases c's token's lock on node i; the token is one of ours
 // (redisx.Ours).
 func (l *Locker) releaseOn(ctx context.Context, i int, c releaseCall) (bool, error) {
+	if hook := l.hookRelease.Load(); hook != nil {
+		(*hook)(i)
+	}
 	v, err := l.nodes[i].Run(ctx, c.script, c.keys, c.args...).Int64()
 	return v == 1, err
 }

@@ -34,6 +34,10 @@ const (
 	DefaultDriftConst  = 2 * time.Millisecond
 	// DefaultMaxTTL is Options.MaxTTL when it is zero.
 	DefaultMaxTTL = time.Minute
+	// MaxFenceFloor is the largest Options.FenceFloor: the fences of the last era
+	// (eras stay below 2^13, see "Masters that lose their data" in the package
+	// documentation) start above it.
+	MaxFenceFloor = maxEra*eraUnit - 1
 )
 
 // Options configure a Locker. A nil *Options means the defaults; so does each zero
@@ -82,6 +86,15 @@ type Options struct {
 	// use the same MaxTTL, or a larger one than any other's ttl. It must not be
 	// negative. Zero means DefaultMaxTTL (1 minute).
 	MaxTTL time.Duration
+	// FenceFloor, when not zero, is a number that every fence issued so far is
+	// known to be at most: a new deployment (every node without a marker, found
+	// empty by one attempt) then starts its fences above it, in the era
+	// FenceFloor/2^40 + 1, rather than at 1. Set it when starting a deployment again
+	// after every node lost its data (see "Masters that lose their data" in the
+	// package documentation), to the largest fence the protected resources have
+	// seen or above. It has no effect on a running deployment. At most
+	// MaxFenceFloor.
+	FenceFloor uint64
 
 	// hub shortens the pub/sub hubs' timings in tests (export_test.go).
 	hub redisx.HubConfig
@@ -110,6 +123,8 @@ func (o *Options) withDefaults() (Options, error) {
 		return r, fmt.Errorf("%w: Options.DriftConst %v is negative", distlock.ErrInvalid, r.DriftConst)
 	case r.MaxTTL < 0:
 		return r, fmt.Errorf("%w: Options.MaxTTL %v is negative", distlock.ErrInvalid, r.MaxTTL)
+	case r.FenceFloor > MaxFenceFloor:
+		return r, fmt.Errorf("%w: Options.FenceFloor %d is above MaxFenceFloor %d (eras stay below 2^13)", distlock.ErrInvalid, r.FenceFloor, uint64(MaxFenceFloor))
 	}
 	if r.NodeTimeout == 0 {
 		r.NodeTimeout = DefaultNodeTimeout

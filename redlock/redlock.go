@@ -35,19 +35,25 @@ type Locker struct {
 	// stays out of quorums: MaxTTL, plus a tenth of it (the longest per-node timeout
 	// of an attempt: see nodestate.go), plus its drift allowance.
 	quarantineMS int64
-	group        *redisx.Group // calls and their goroutines, for Close
-	queue        *waitq.Queue  // the Waits' lines, by key (herd.go)
-	views        views         // what the Locker knows of each waited key's holders
-	readers      readers       // which Wait of each key reads its messages (readers.go)
-	flights      flights       // one attempt per key in flight (flight.go)
-	renewals     renewals      // the Renews that wait for the next batch (renewbatch.go)
-	id           string        // the Locker's ID in the keys' turns (turns.go)
-	idArg        any           // id, as a script argument (converted once)
-	turnTimeout  time.Duration // see defaultTurnTimeout
-	heard        heardRing     // the digests of the last releases its Waits took (passTurn)
+	// firstEra is the era a new deployment starts in: 0, or above Options.FenceFloor.
+	firstEra    int64
+	adopts      adoptions     // the pending adoptions of nodes that came back empty (adopt.go)
+	group       *redisx.Group // calls and their goroutines, for Close
+	queue       *waitq.Queue  // the Waits' lines, by key (herd.go)
+	views       views         // what the Locker knows of each waited key's holders
+	readers     readers       // which Wait of each key reads its messages (readers.go)
+	flights     flights       // one attempt per key in flight (flight.go)
+	renewals    renewals      // the Renews that wait for the next batch (renewbatch.go)
+	id          string        // the Locker's ID in the keys' turns (turns.go)
+	idArg       any           // id, as a script argument (converted once)
+	turnTimeout time.Duration // see defaultTurnTimeout
+	heard       heardRing     // the digests of the last releases its Waits took (passTurn)
 	// hookAcquire, when set (by tests, export_test.go), runs before phase 1's script
 	// is sent to a node, with the node's index.
 	hookAcquire atomic.Pointer[func(i int)]
+	// hookRelease, when set (by tests), runs before a release script is sent to a
+	// node, with the node's index.
+	hookRelease atomic.Pointer[func(i int)]
 }
 
 var (
@@ -103,6 +109,10 @@ func New(clients []redis.UniversalClient, opts *Options) (*Locker, error) {
 		l.all = append(l.all, i)
 	}
 	l.suspect = make([]atomic.Bool, len(l.nodes))
+	l.adopts.timers = make([]*time.Timer, len(l.nodes))
+	if o.FenceFloor > 0 {
+		l.firstEra = int64(o.FenceFloor/eraUnit) + 1
+	}
 	return l, nil
 }
 
@@ -142,6 +152,7 @@ func checkClient(clients []redis.UniversalClient, i int, addrs map[string]int) e
 // distlock.ErrClosed. Close is idempotent; it returns nil.
 func (l *Locker) Close() error {
 	if l.group.Close() {
+		l.stopAdoptions()
 		l.queue.Close()
 		for _, n := range l.nodes {
 			n.Hub.Close()

@@ -19,7 +19,8 @@ import (
 //
 // Each node gets Options.NodeTimeout. Unlock returns as soon as the answers decide
 // it; the requests to the other nodes complete in the background, as they do when
-// ctx ends first (Unlock then returns ctx's error). Every error is an
+// ctx ends first (Unlock then returns ctx's error), on a context that ctx's end
+// does not cancel, bounded by Options.CleanupTimeout. Every error is an
 // *distlock.OpError.
 func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
 	if err := l.group.Enter(); err != nil {
@@ -50,11 +51,18 @@ func (l *Locker) unlock(ctx context.Context, lease distlock.Lease) error {
 		leave = "" // waiters: keep the Locker's turn
 	}
 	c := newUnlockCall(n, lease.Key, lease.Token, leave)
-	res := fanout(ctx, l, nil, l.opts.NodeTimeout, func(ctx context.Context, i int) (bool, error) {
+	// Each release runs on a context of its own, not on the fan-out's, which ends
+	// with ctx: a release that Unlock does not wait for (the others decided, or ctx
+	// ended) still runs to its end, bounded by CleanupTimeout, so a caller that
+	// cancels ctx right after Unlock leaves no node locked until the ttl.
+	bg := context.WithoutCancel(ctx)
+	res := fanout(ctx, l, nil, l.opts.NodeTimeout, func(_ context.Context, i int) (bool, error) {
 		if !ours { // a token with '|' is none of ours: it owns nothing
 			return false, nil
 		}
-		return l.releaseOn(ctx, i, c)
+		cctx, cancel := context.WithTimeout(bg, l.opts.CleanupTimeout)
+		defer cancel()
+		return l.releaseOn(cctx, i, c)
 	}, nil, l.decidedBool, false) // the other nodes' releases finish in the background
 	released, notHeld := 0, 0
 	for _, r := range res {
