@@ -18,7 +18,8 @@ import (
 // every node that holds the lease holds it until at least max(its old expiry, now +
 // ttl), and a Renew that fails with an unknown outcome leaves the old Expires valid.
 //
-// It returns an error wrapping distlock.ErrNotHeld when so many nodes answered that
+// It returns an error wrapping distlock.ErrNotHeld, without asking the nodes, when
+// the lease's Expires has passed, and when so many nodes answered that
 // the token no longer owns the key that a quorum is out of reach; it then removes the
 // token's remaining locks in the background. Any other error (too few nodes
 // answered, the round took longer than the validity) leaves the lease's state unknown;
@@ -52,6 +53,12 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	}
 	if err := ctx.Err(); err != nil {
 		return distlock.Lease{}, fmt.Errorf("fence %d: %w", lease.Fence, err)
+	}
+	if !start.Before(lease.Expires) {
+		// The holder was told the lease ends at Expires; the masters may keep the
+		// key a little longer (the drift allowance), but it must not come back.
+		return distlock.Lease{}, fmt.Errorf("fence %d: the lease's Expires passed %v before the Renew: %w",
+			lease.Fence, start.Sub(lease.Expires).Round(time.Millisecond), distlock.ErrNotHeld)
 	}
 	n := l.names(lease.Key)
 	ms := redisx.Millis(ttl)
