@@ -147,6 +147,7 @@ func (l *Locker) readOwner(token string, fence uint64, s *sub) {
 			if !exists || uint64(stat.Czxid) != fence || stat.EphemeralOwner != sid {
 				s.fire()
 				delete(l.subs, token)
+				l.failRenewsLocked(token)
 			} else {
 				s.session = stat.EphemeralOwner
 			}
@@ -176,6 +177,7 @@ func (l *Locker) loseLocked(token string, s *sub) {
 	s.fire()
 	delete(l.subs, token)
 	delete(l.held, token)
+	l.failRenewsLocked(token)
 	owner := l.owner(s)
 	if l.sessionOver(owner) {
 		return
@@ -197,31 +199,6 @@ func (l *Locker) loseLocked(token string, s *sub) {
 		l.mu.Unlock()
 	}) {
 		delete(l.dead, token)
-	}
-}
-
-// dropSub closes and forgets the subscription of a lease that was unlocked or found
-// not held.
-func (l *Locker) dropSub(token string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if s := l.subs[token]; s != nil {
-		s.fire()
-		delete(l.subs, token)
-	}
-}
-
-// renewed records a renewed lease's Expires and the smallest session timeout it was
-// counted with.
-func (l *Locker) renewed(token string, expires time.Time, least time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if h := l.held[token]; h != nil {
-		h.least = least
-	}
-	if s := l.subs[token]; s != nil && expires.After(s.expires) {
-		s.expires = expires
-		s.least = least
 	}
 }
 

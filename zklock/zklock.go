@@ -53,10 +53,15 @@ type Locker struct {
 	wg         sync.WaitGroup
 	held       map[string]*heldLease     // leases that TryLock returned and that may still be held, by Token
 	subs       map[string]*sub           // Lost subscriptions, by Token
-	dead       map[string]struct{}       // Tokens declared lost whose node is being removed
+	dead       map[string]struct{}       // Tokens declared lost (or being unlocked) whose node is being removed
+	flights    map[string]*renewFlight   // Renews waiting for the server, by Token
 	pending    map[string][]*pendingWait // waiter nodes for TryLock to claim, by key path
 	monitoring bool                      // the monitor goroutine runs
 	checks     checks                    // Renew's checks waiting for a multi
+
+	// renewHook, when not nil, runs in Renew after the server confirmed the lease
+	// and before Renew's answer is settled: tests put a loss of the lease there.
+	renewHook func(distlock.Lease)
 }
 
 // A heldLease is a lease that this Locker's TryLock returned and that no Unlock,
@@ -106,6 +111,7 @@ func New(s *Session, opts *Options) (*Locker, error) {
 		held:    make(map[string]*heldLease),
 		subs:    make(map[string]*sub),
 		dead:    make(map[string]struct{}),
+		flights: make(map[string]*renewFlight),
 		pending: make(map[string][]*pendingWait),
 	}, nil
 }
