@@ -91,10 +91,15 @@ func (l *Locker) subscribeLocked(lease distlock.Lease) *sub {
 	h := l.held[lease.Token]
 	if h != nil {
 		s.least = h.least
+		if h.fence == lease.Fence && h.expires.After(s.expires) {
+			// lease is an older copy of one that Renew extended since: its
+			// holder may count on the later Expires.
+			s.expires = h.expires
+		}
 	} else {
 		s.least, _ = l.sess.bounds()
 	}
-	if least, _ := l.sess.bounds(); !time.Now().Before(lease.Expires) || least < s.least {
+	if least, _ := l.sess.bounds(); !time.Now().Before(s.expires) || least < s.least {
 		l.loseLocked(lease.Token, s)
 		return nil
 	}
@@ -132,7 +137,7 @@ func (s *sub) fire() {
 // lease's acquisition created, or belongs to a session other than the connection's
 // (the session that took the lease ended, or the lease is another client's: either
 // way there is nothing of this client's to delete). It retries connection errors
-// until it has an answer, s is gone, or the Locker is closed.
+// until it has an answer, s is gone, or the Locker or the Session is closed.
 func (l *Locker) readOwner(token string, fence uint64, s *sub) {
 	backoff := reapMinBackoff
 	for {
@@ -162,6 +167,9 @@ func (l *Locker) readOwner(token string, fence uint64, s *sub) {
 		select {
 		case <-t.C:
 		case <-l.done:
+			t.Stop()
+			return
+		case <-l.sess.ended:
 			t.Stop()
 			return
 		}

@@ -127,6 +127,9 @@ func (l *Locker) commitRenew(token string, f *renewFlight, ttl time.Duration, st
 	}
 	if h := l.held[token]; h != nil {
 		h.least = least
+		if expires.After(h.expires) {
+			h.expires = expires
+		}
 	}
 	if s != nil && expires.After(s.expires) {
 		s.expires = expires

@@ -99,3 +99,30 @@ func TestRenewRacesLoss(t *testing.T) {
 		})
 	}
 }
+
+// TestLostOfStaleLeaseKeepsRenewedExpires: a lease watched through Lost only after
+// it was renewed, with the lease as TryLock returned it (an older Expires), is
+// deleted once the lease's latest Expires passes, which the Locker knows from the
+// Renew, not at the older one: the holder of the renewed lease counts on that.
+func TestLostOfStaleLeaseKeepsRenewedExpires(t *testing.T) {
+	a := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
+	b := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
+	key := uniqueKey(t)
+	lease, err := a.l.TryLock(ctxT(t), key, 300*time.Millisecond)
+	require.NoError(t, err)
+	renewed, err := a.l.Renew(ctxT(t), lease, time.Minute)
+	require.NoError(t, err)
+	require.True(t, renewed.Expires.After(lease.Expires.Add(300*time.Millisecond)), "the test needs a later Expires")
+	lost := a.l.Lost(lease) // the stale copy
+	lb, acquired := contend(t, b.l, key, 10*time.Second)
+	if acquired.Before(renewed.Expires) {
+		t.Errorf("B acquired %v before the Expires that Renew returned (%v after the stale one): two holders",
+			renewed.Expires.Sub(acquired).Round(time.Millisecond), acquired.Sub(lease.Expires).Round(time.Millisecond))
+	}
+	select {
+	case <-lost:
+	default:
+		t.Error("Lost open after the key was taken")
+	}
+	require.NoError(t, b.l.Unlock(ctxT(t), lb))
+}

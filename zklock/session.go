@@ -36,8 +36,9 @@ import (
 // Locker.Lost) when a reconnection grants less than before. Give every server of an
 // ensemble the same session timeout settings.
 type Session struct {
-	conn  *zk.Conn
-	ended chan struct{} // closed once the connection is closed (its event channel closes)
+	conn      *zk.Conn
+	ended     chan struct{} // closed by Close, or once the connection is closed otherwise
+	endedOnce sync.Once
 
 	mu      sync.Mutex
 	granted time.Duration // at the latest handshake
@@ -126,8 +127,11 @@ func Connect(ctx context.Context, servers []string, sessionTimeout time.Duration
 func (s *Session) watch(events <-chan zk.Event) {
 	for range events {
 	}
-	close(s.ended)
+	s.end()
 }
+
+// end closes s.ended, once.
+func (s *Session) end() { s.endedOnce.Do(func() { close(s.ended) }) }
 
 // closed reports whether the Session's connection was closed.
 func (s *Session) closed() bool {
@@ -165,8 +169,14 @@ func (s *Session) Timeout() time.Duration {
 // ephemeral nodes, so every lock taken through it is released. Close the Lockers
 // that use the Session first, or after. The Lockers' background work (the
 // deletions that a Locker's Close, a cancelled TryLock or an Unlock whose outcome
-// was unknown left running) ends with it.
-func (s *Session) Close() { s.conn.Close() }
+// was unknown left running) ends with it, and stops before the connection closes,
+// so that none of its requests meets the close. Close the Session rather than its
+// Conn: a Conn closed by itself is noticed only once go-zookeeper ends its
+// connection loop.
+func (s *Session) Close() {
+	s.end()
+	s.conn.Close()
+}
 
 // bounds returns the smallest and the largest session timeout granted so far.
 func (s *Session) bounds() (least, most time.Duration) {

@@ -54,7 +54,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 			node, session := o.node, o.session
 			cleanup = then(cleanup, func() { l.reapNode(node, session) })
 		}
-		if o.err == nil && !l.addHeld(o.lease.Token, &heldLease{key: o.lease.Key, session: o.session, fence: o.lease.Fence, least: o.least}) {
+		if o.err == nil && !l.addHeld(o.lease.Token, &heldLease{key: o.lease.Key, session: o.session, fence: o.lease.Fence, least: o.least, expires: o.lease.Expires}) {
 			release() // Close ran meanwhile
 			o = a.fail(distlock.ErrClosed)
 		}

@@ -69,6 +69,7 @@ type heldLease struct {
 	session int64         // the node's owner
 	fence   uint64        // the node's czxid: the lease's Fence
 	least   time.Duration // the smallest session timeout granted when Expires was last set
+	expires time.Time     // the latest Expires that TryLock or Renew returned
 }
 
 var (
