@@ -43,8 +43,8 @@ type checks struct {
 }
 
 // check proves, through the leader, that node exists: it queues a version check
-// of node for the next multi of checks and waits for its answer. It returns
-// zk.ErrNoNode when the node is gone.
+// of node for the next multi of checks and waits for its answer, until ctx ends or
+// the Locker is closed. It returns zk.ErrNoNode when the node is gone.
 func (l *Locker) check(ctx context.Context, node string) error {
 	r := &checkReq{node: node, done: make(chan error, 1)}
 	c := &l.checks
@@ -61,16 +61,20 @@ func (l *Locker) check(ctx context.Context, node string) error {
 		c.mu.Unlock()
 		return distlock.ErrClosed
 	}
+	var stop error
 	select {
 	case err := <-r.done:
 		return err
 	case <-ctx.Done():
-		select {
-		case err := <-r.done:
-			return err
-		default:
-			return ctx.Err()
-		}
+		stop = ctx.Err()
+	case <-l.done:
+		stop = distlock.ErrClosed
+	}
+	select {
+	case err := <-r.done:
+		return err
+	default:
+		return stop
 	}
 }
 

@@ -69,8 +69,9 @@
 //
 // A lease that is simply not renewed keeps the key locked while its session lives;
 // Unlock it. Leases that are watched through Lost (distlock.Hold does) are also
-// deleted by the Locker once Expires passes without a renewal, and Close deletes the
-// nodes of every lease the Locker still holds.
+// deleted by the Locker once Expires passes without a renewal (a Renew whose answer
+// comes after that fails with ErrNotHeld), and Close deletes the nodes of every lease
+// the Locker still holds.
 //
 // # How long a lease is held
 //
@@ -153,18 +154,25 @@
 // ended — never an orphan. So there is no Options.CleanupTimeout here, unlike the
 // backends whose locks expire by ttl: an ephemeral node of a live session never
 // expires, and a cleanup that gave up after a fixed time would leave the key locked
-// for the rest of the session. The retries stop when the Session is closed (the
-// session's end deletes the nodes), and Close stops them after the session timeout
-// (see Locker.Close).
+// for the rest of the session (a quorum loss can outlast the session timeout
+// without ending the session: a new leader gives every session a full timeout from
+// its election). The retries stop when the Session's connection is closed (the
+// session's end deletes the nodes), and not before, also after Locker.Close.
 //
 // # Close
 //
-// Close stops the Locker's goroutines and releases what it holds: the lock nodes of
+// Close returns at once, without waiting for the server. TryLock, Renew and Wait calls
+// in flight return an error wrapping distlock.ErrClosed at once (an Unlock or
+// Inspect in flight returns with its request's answer or its context's end), and
+// every Lost channel closes. Close releases what the Locker holds: the lock nodes of
 // its leases (also of calls in flight: an Unlock whose outcome is unknown, a TryLock
-// that wins as Close runs, which returns distlock.ErrClosed) and its waiter nodes,
-// while the Session stays open for others. It never closes the Session. Every call
-// after Close returns an error wrapping distlock.ErrClosed; a second Close returns
-// nil.
+// that wins as Close runs) and its waiter nodes, deleted in the background, with
+// retries until each node is gone or its session has ended, for as long as the
+// Session's connection is open: a key is free again a round trip after Close while
+// the ensemble serves, or once it serves again after a quorum loss, however long.
+// Close never closes the Session; closing it frees every key of its session at once
+// and ends the background work. Every call after Close returns an error wrapping
+// distlock.ErrClosed; a second Close returns nil.
 //
 // # Errors
 //
@@ -268,6 +276,16 @@
 //     clocks disciplined (NTP slewing). A client that pauses (GC, a stopped VM) past
 //     its Expires must assume the lease lost: that is what Expires and fences are
 //     for.
+//   - Session's life: the nodes that the Locker deletes in the background (those
+//     of a closed Locker, of a lease reported lost, of a cancelled TryLock, of an
+//     Unlock whose outcome was unknown) are deleted once the ensemble answers, at
+//     the latest when the session ends: the deletion retries for as long as the
+//     Session's connection is open, because ZooKeeper keeps an ephemeral node until
+//     then and a quorum loss does not end a session (a new leader gives every
+//     session a full timeout). A Session that is never closed, and whose ensemble
+//     never serves again, keeps its nodes and these retries (at most one request a
+//     second each) for as long as it lives; nothing else does. Close the Session
+//     when its Lockers are done: that frees every key of its session.
 //   - Exclusive use of the Prefix: no other client deletes or creates lock nodes
 //     under Options.Prefix except through this recipe (zk.Lock and Curator's
 //     InterProcessMutex take part in it). A client that deletes a lock node frees

@@ -22,19 +22,83 @@ func (l *Locker) leaseNode(op string, lease distlock.Lease) (handle, string, err
 	return h, h.nodePath(l.keyPath(lease.Key)), nil
 }
 
-// checkDead returns an error wrapping ErrNotHeld when the lease was reported lost.
+// errDead is the cause of a call on a lease whose node the Locker is deleting.
+var errDead = fmt.Errorf("the lease was reported lost, or its Unlock's outcome was unknown, and its node is being removed: %w", distlock.ErrNotHeld)
+
+// checkDead returns an error wrapping ErrNotHeld when the Locker is deleting the
+// lease's node (see letGoLocked).
 func (l *Locker) checkDead(token string) error {
 	l.mu.Lock()
 	_, dead := l.dead[token]
 	l.mu.Unlock()
 	if dead {
-		return fmt.Errorf("the lease was reported lost and its node is being removed: %w", distlock.ErrNotHeld)
+		return errDead
 	}
 	return nil
 }
 
 // notHeld forgets a lease that was released, or found not held.
 func (l *Locker) notHeld(token string) {
-	l.dropSub(token)
-	l.dropHeld(token)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s := l.subs[token]; s != nil {
+		s.fire()
+		delete(l.subs, token)
+	}
+	delete(l.held, token)
+	l.failRenewsLocked(token)
+}
+
+// A renewFlight is the Renews of one lease that wait for the server's answer. A
+// lease that the Locker lets go meanwhile (reported lost, found not held, released,
+// or its node being deleted) marks its flight gone, and none of those Renews then
+// returns a new Expires: the Locker may delete the node once the old one passes.
+// Renew settles its answer under l.mu (commitRenew), so a loss comes either before
+// that, and the Renew fails, or after, and counts with the renewed Expires.
+type renewFlight struct {
+	n    int  // the Renews in the flight
+	gone bool // the lease was let go while they waited
+}
+
+// beginRenew enters a Renew of the lease with token into its flight, or returns why
+// it cannot be renewed: the Locker is closed, or it is deleting the lease's node.
+func (l *Locker) beginRenew(token string) (*renewFlight, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, distlock.ErrClosed
+	}
+	if _, dead := l.dead[token]; dead {
+		return nil, errDead
+	}
+	f := l.flights[token]
+	if f == nil {
+		f = &renewFlight{}
+		l.flights[token] = f
+	}
+	f.n++
+	return f, nil
+}
+
+// endRenew takes a Renew that failed out of its flight.
+func (l *Locker) endRenew(token string, f *renewFlight) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.endRenewLocked(token, f)
+}
+
+func (l *Locker) endRenewLocked(token string, f *renewFlight) {
+	f.n--
+	if f.n == 0 && l.flights[token] == f {
+		delete(l.flights, token)
+	}
+}
+
+// failRenewsLocked makes the Renews in flight of the lease with token fail: the
+// Locker no longer holds the lease as live. l.mu is held.
+func (l *Locker) failRenewsLocked(token string) {
+	if f := l.flights[token]; f != nil {
+		f.gone = true
+		delete(l.flights, token)
+	}
 }

@@ -91,10 +91,15 @@ func (l *Locker) subscribeLocked(lease distlock.Lease) *sub {
 	h := l.held[lease.Token]
 	if h != nil {
 		s.least = h.least
+		if h.fence == lease.Fence && h.expires.After(s.expires) {
+			// lease is an older copy of one that Renew extended since: its
+			// holder may count on the later Expires.
+			s.expires = h.expires
+		}
 	} else {
 		s.least, _ = l.sess.bounds()
 	}
-	if least, _ := l.sess.bounds(); !time.Now().Before(lease.Expires) || least < s.least {
+	if least, _ := l.sess.bounds(); !time.Now().Before(s.expires) || least < s.least {
 		l.loseLocked(lease.Token, s)
 		return nil
 	}
@@ -132,7 +137,7 @@ func (s *sub) fire() {
 // lease's acquisition created, or belongs to a session other than the connection's
 // (the session that took the lease ended, or the lease is another client's: either
 // way there is nothing of this client's to delete). It retries connection errors
-// until it has an answer, s is gone, or the Locker is closed.
+// until it has an answer, s is gone, or the Locker or the Session is closed.
 func (l *Locker) readOwner(token string, fence uint64, s *sub) {
 	backoff := reapMinBackoff
 	for {
@@ -147,6 +152,7 @@ func (l *Locker) readOwner(token string, fence uint64, s *sub) {
 			if !exists || uint64(stat.Czxid) != fence || stat.EphemeralOwner != sid {
 				s.fire()
 				delete(l.subs, token)
+				l.failRenewsLocked(token)
 			} else {
 				s.session = stat.EphemeralOwner
 			}
@@ -163,6 +169,9 @@ func (l *Locker) readOwner(token string, fence uint64, s *sub) {
 		case <-l.done:
 			t.Stop()
 			return
+		case <-l.sess.ended:
+			t.Stop()
+			return
 		}
 		backoff = min(2*backoff, reapMaxBackoff)
 	}
@@ -176,6 +185,7 @@ func (l *Locker) loseLocked(token string, s *sub) {
 	s.fire()
 	delete(l.subs, token)
 	delete(l.held, token)
+	l.failRenewsLocked(token)
 	owner := l.owner(s)
 	if l.sessionOver(owner) {
 		return
@@ -197,31 +207,6 @@ func (l *Locker) loseLocked(token string, s *sub) {
 		l.mu.Unlock()
 	}) {
 		delete(l.dead, token)
-	}
-}
-
-// dropSub closes and forgets the subscription of a lease that was unlocked or found
-// not held.
-func (l *Locker) dropSub(token string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if s := l.subs[token]; s != nil {
-		s.fire()
-		delete(l.subs, token)
-	}
-}
-
-// renewed records a renewed lease's Expires and the smallest session timeout it was
-// counted with.
-func (l *Locker) renewed(token string, expires time.Time, least time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if h := l.held[token]; h != nil {
-		h.least = least
-	}
-	if s := l.subs[token]; s != nil && expires.After(s.expires) {
-		s.expires = expires
-		s.least = least
 	}
 }
 

@@ -9,60 +9,36 @@ import (
 
 // Background removal of lock nodes that a call could not remove itself: the node of a
 // TryLock whose caller gave up, a create whose reply was lost, an Unlock whose outcome
-// is unknown, a lease reported lost. An ephemeral node lives as long as its session,
-// so a node left behind by a live session would block the key for good; the reaper
-// therefore retries until the node is gone or its session has ended (ZooKeeper then
-// deleted it), not for a fixed time, and goes on after Close (which waits for it). It
-// stops early when the zk.Conn was closed (its requests then fail at once and its
-// state stays StateDisconnected; the session is over), or when Close gives up.
+// is unknown, a lease reported lost, the nodes that Close releases. An ephemeral node
+// lives as long as its session, so a node left behind by a live session would block
+// the key for good; the reaper therefore retries until the node is gone or its
+// session has ended (ZooKeeper then deleted it), not for a fixed time: a quorum loss
+// can last longer than the session timeout without ending the session (a new leader
+// gives every session a full timeout from its election). It goes on after Close, and
+// stops when the Session's connection is closed (the session is then over).
 
 // Reaper pacing.
 const (
 	reapMinBackoff = 10 * time.Millisecond
 	reapMaxBackoff = time.Second
-	// reapClosedAfter is how many failed rounds in a row, with the connection in
-	// StateDisconnected each time, make the reaper conclude that the zk.Conn was
-	// closed. A conn that reconnects spends its time in StateConnecting instead.
-	// After Close, when a closed zk.Conn is the likely reason, fewer will do.
-	reapClosedAfter      = 5
-	reapClosedAfterClose = 2
 )
 
-// reap runs round until it reports done, with backoff between rounds.
+// reap runs round until it reports done or the Session is closed, with backoff
+// between rounds.
 func (l *Locker) reap(round func() (done bool, err error)) {
 	backoff := reapMinBackoff
-	closedRounds := 0
-	for !l.quitting() {
-		done, err := round()
-		if done {
+	for !l.sess.closed() {
+		if done, _ := round(); done {
 			return
-		}
-		if errors.Is(err, zk.ErrConnectionClosed) && l.conn.State() == zk.StateDisconnected {
-			closedRounds++
-			if closedRounds >= reapClosedAfter || l.isClosed() && closedRounds >= reapClosedAfterClose {
-				return
-			}
-		} else {
-			closedRounds = 0
 		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-t.C:
-		case <-l.quit:
+		case <-l.sess.ended:
 			t.Stop()
 			return
 		}
 		backoff = min(2*backoff, reapMaxBackoff)
-	}
-}
-
-// quitting reports whether Close gave up deleting nodes.
-func (l *Locker) quitting() bool {
-	select {
-	case <-l.quit:
-		return true
-	default:
-		return false
 	}
 }
 

@@ -36,7 +36,9 @@ import (
 // Locker.Lost) when a reconnection grants less than before. Give every server of an
 // ensemble the same session timeout settings.
 type Session struct {
-	conn *zk.Conn
+	conn      *zk.Conn
+	ended     chan struct{} // closed by Close, or once the connection is closed otherwise
+	endedOnce sync.Once
 
 	mu      sync.Mutex
 	granted time.Duration // at the latest handshake
@@ -110,9 +112,35 @@ func Connect(ctx context.Context, servers []string, sessionTimeout time.Duration
 		conn.Close()
 		return fail(fmt.Errorf("%w: the granted session timeout was not seen: a zk.WithDialer in ConnectOptions.ZK replaced Connect's dialer (set ConnectOptions.Dialer instead)", distlock.ErrInvalid))
 	}
-	// go-zookeeper drops the events nobody reads (it never blocks on the channel).
 	s.conn = conn
+	s.ended = make(chan struct{})
+	go s.watch(events)
 	return s, nil
+}
+
+// watch reads the connection's events until go-zookeeper closes their channel,
+// which it does once the connection is closed (Session.Close, or a Close of the
+// *zk.Conn itself), and then closes s.ended: the session is over, and the Lockers'
+// background deletions stop (ZooKeeper deletes a closed session's nodes). The
+// events themselves go unused (go-zookeeper drops those that nobody reads; pass
+// zk.WithEventCallback in ConnectOptions.ZK to see them).
+func (s *Session) watch(events <-chan zk.Event) {
+	for range events {
+	}
+	s.end()
+}
+
+// end closes s.ended, once.
+func (s *Session) end() { s.endedOnce.Do(func() { close(s.ended) }) }
+
+// closed reports whether the Session's connection was closed.
+func (s *Session) closed() bool {
+	select {
+	case <-s.ended:
+		return true
+	default:
+		return false
+	}
 }
 
 // connOptions returns first and rest as go-zookeeper's option type (which it does
@@ -139,9 +167,16 @@ func (s *Session) Timeout() time.Duration {
 
 // Close closes the connection, which ends the session: ZooKeeper deletes its
 // ephemeral nodes, so every lock taken through it is released. Close the Lockers
-// that use the Session first, or after: a Locker's Close returns at once once the
-// connection is closed.
-func (s *Session) Close() { s.conn.Close() }
+// that use the Session first, or after. The Lockers' background work (the
+// deletions that a Locker's Close, a cancelled TryLock or an Unlock whose outcome
+// was unknown left running) ends with it, and stops before the connection closes,
+// so that none of its requests meets the close. Close the Session rather than its
+// Conn: a Conn closed by itself is noticed only once go-zookeeper ends its
+// connection loop.
+func (s *Session) Close() {
+	s.end()
+	s.conn.Close()
+}
 
 // bounds returns the smallest and the largest session timeout granted so far.
 func (s *Session) bounds() (least, most time.Duration) {

@@ -21,7 +21,8 @@ import (
 // granted session timeout (see "How long a lease is held" in the package doc).
 //
 // When ctx ends first, TryLock returns ctx's error at once and the attempt finishes in
-// the background, which deletes the node if it was created. A node whose create lost
+// the background, which deletes the node if it was created; so when Close runs
+// first, with an error wrapping distlock.ErrClosed. A node whose create lost
 // its reply (the connection broke) is found again by its protected id: it is used, or
 // deleted, never left behind. Errors are *distlock.OpError.
 func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
@@ -53,7 +54,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 			node, session := o.node, o.session
 			cleanup = then(cleanup, func() { l.reapNode(node, session) })
 		}
-		if o.err == nil && !l.addHeld(o.lease.Token, &heldLease{key: o.lease.Key, session: o.session, fence: o.lease.Fence, least: o.least}) {
+		if o.err == nil && !l.addHeld(o.lease.Token, &heldLease{key: o.lease.Key, session: o.session, fence: o.lease.Fence, least: o.least, expires: o.lease.Expires}) {
 			release() // Close ran meanwhile
 			o = a.fail(distlock.ErrClosed)
 		}
@@ -77,9 +78,14 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 		if state.CompareAndSwap(pending, abandoned) {
 			return fail(fmt.Errorf("%w (the attempt finishes, and cleans up, in the background)", ctx.Err()))
 		}
-		o := <-res
-		return o.lease, o.err
+	case <-l.done:
+		// Close ran: a lock that the attempt wins is released (addHeld fails).
+		if state.CompareAndSwap(pending, abandoned) {
+			return fail(fmt.Errorf("%w (the attempt finishes, and cleans up, in the background)", distlock.ErrClosed))
+		}
 	}
+	o := <-res
+	return o.lease, o.err
 }
 
 // outcome is the result of an attempt.

@@ -14,8 +14,9 @@ import (
 // distlock.ErrNotHeld when the node was already gone (released, or its session
 // ended) or the lease was reported lost. When the delete's outcome is unknown (ctx
 // ended, the connection broke), Unlock returns the error and keeps deleting the node
-// in the background until it is gone or its session has ended; Close, if it runs
-// meanwhile, finishes that. Errors are *distlock.OpError.
+// in the background until it is gone or its session has ended; meanwhile the lease
+// counts as lost (Lost closes; Renew and Unlock of it return ErrNotHeld). Errors
+// are *distlock.OpError.
 func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
 	_, node, err := l.leaseNode("Unlock", lease)
 	if err != nil {
@@ -45,12 +46,32 @@ func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
 		l.notHeld(lease.Token)
 		return fail(fmt.Errorf("the ZooKeeper session expired: %w", distlock.ErrNotHeld))
 	default:
-		// The lease stays among the held ones until its node is gone, so that a
-		// Close that runs first deletes it (this spawn then fails).
-		l.spawn(func() {
-			l.reapNode(node, 0)
-			l.dropHeld(lease.Token)
-		})
+		l.unlockUnknown(lease.Token, node)
 		return fail(err)
+	}
+}
+
+// unlockUnknown lets go of a lease whose Unlock's outcome is unknown, and deletes
+// its node in the background: Lost closes, and Renew and Unlock of the lease (also
+// those in flight) say ErrNotHeld until the node is gone, as for a lease reported
+// lost. The lease stays among the held ones until then, so that a Close that runs
+// first deletes the node (the spawn then fails).
+func (l *Locker) unlockUnknown(token, node string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s := l.subs[token]; s != nil {
+		s.fire()
+		delete(l.subs, token)
+	}
+	l.failRenewsLocked(token)
+	l.dead[token] = struct{}{}
+	if !l.spawnLocked(func() {
+		l.reapNode(node, 0)
+		l.mu.Lock()
+		delete(l.dead, token)
+		delete(l.held, token)
+		l.mu.Unlock()
+	}) {
+		delete(l.dead, token)
 	}
 }

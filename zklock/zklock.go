@@ -34,7 +34,8 @@ const (
 // that the call can return when its context ends while the requests finish (and clean
 // up) in the background. The Locker's other goroutines remove nodes that a cancelled
 // or failed call left behind, watch the session for Lost, and send Renew's checks.
-// Close stops them all.
+// Close stops them, except the removals of nodes, which run until each node is gone
+// or the Session's connection is closed (see Close).
 type Locker struct {
 	sess *Session
 	conn *zk.Conn
@@ -46,17 +47,19 @@ type Locker struct {
 
 	mu         sync.Mutex
 	closed     bool
-	done       chan struct{} // closed by Close: calls and waits stop
-	quit       chan struct{} // closed once Close gives up deleting nodes (see Close)
-	quitOnce   sync.Once
-	quitTimer  *time.Timer
-	wg         sync.WaitGroup
+	done       chan struct{}             // closed by Close: calls and waits stop
+	wg         sync.WaitGroup            // the Locker's goroutines (tests wait for them)
 	held       map[string]*heldLease     // leases that TryLock returned and that may still be held, by Token
 	subs       map[string]*sub           // Lost subscriptions, by Token
-	dead       map[string]struct{}       // Tokens declared lost whose node is being removed
+	dead       map[string]struct{}       // Tokens declared lost (or being unlocked) whose node is being removed
+	flights    map[string]*renewFlight   // Renews waiting for the server, by Token
 	pending    map[string][]*pendingWait // waiter nodes for TryLock to claim, by key path
 	monitoring bool                      // the monitor goroutine runs
 	checks     checks                    // Renew's checks waiting for a multi
+
+	// renewHook, when not nil, runs in Renew after the server confirmed the lease
+	// and before Renew's answer is settled: tests put a loss of the lease there.
+	renewHook func(distlock.Lease)
 }
 
 // A heldLease is a lease that this Locker's TryLock returned and that no Unlock,
@@ -66,6 +69,7 @@ type heldLease struct {
 	session int64         // the node's owner
 	fence   uint64        // the node's czxid: the lease's Fence
 	least   time.Duration // the smallest session timeout granted when Expires was last set
+	expires time.Time     // the latest Expires that TryLock or Renew returned
 }
 
 var (
@@ -102,66 +106,70 @@ func New(s *Session, opts *Options) (*Locker, error) {
 		o:       o,
 		data:    []byte(o.Owner),
 		done:    make(chan struct{}),
-		quit:    make(chan struct{}),
 		held:    make(map[string]*heldLease),
 		subs:    make(map[string]*sub),
 		dead:    make(map[string]struct{}),
+		flights: make(map[string]*renewFlight),
 		pending: make(map[string][]*pendingWait),
 	}, nil
 }
 
-// Close stops the Locker: calls in flight return (a Wait with distlock.ErrClosed at
-// once), as does every later call, with an error wrapping distlock.ErrClosed, and every
-// Lost channel closes. With the connection still open, Close then deletes every node
-// that the Locker made and that would otherwise keep a key for the rest of the
-// session: the lock nodes of the leases it holds (Close releases them: nobody could
-// Unlock them any more), including those of calls in flight (an Unlock whose outcome
-// is unknown, a TryLock that wins as Close runs: it returns ErrClosed), the waiter
-// nodes of its Waits, and nodes that cancelled or failed calls left. It waits for
-// that, and for requests in flight, and gives up after the session timeout if the
-// connection stays down (by then the server expires the session, which deletes its
-// nodes). Closing the Session first makes Close return at once. Close does not close
-// the Session. A second Close returns nil.
+// Close stops the Locker and returns at once, without waiting for the server:
+//
+//   - Every later call returns an error wrapping distlock.ErrClosed, as do the calls
+//     in flight that wait on the Locker: a Wait, a TryLock (whose attempt finishes
+//     in the background; a lock it wins is released), a Renew of a lease that this
+//     Locker's TryLock returned. An Unlock or Inspect in flight returns with its
+//     request's answer, or when its context ends.
+//   - Every Lost channel closes, and the AfterLost functions run.
+//   - It releases every lease that the Locker holds (nobody could Unlock it any
+//     more), including those of calls in flight (an Unlock whose outcome is
+//     unknown, a TryLock that wins as Close runs), and deletes the waiter nodes of
+//     its Waits and the nodes that cancelled or failed calls left: in the
+//     background, retrying until each node is gone or its session has ended, for
+//     as long as the Session's connection is open. A quorum loss longer than the
+//     session timeout delays the deletion, not ends it: the session may outlive it
+//     (a new leader gives every session a full timeout). So after Close a key that
+//     the Locker held is freed within a round trip while the ensemble serves, or
+//     once it serves again; closing the Session frees every key at once, and ends
+//     the background work.
+//
+// Close does not close the Session. A second Close returns nil.
 func (l *Locker) Close() error {
 	l.mu.Lock()
-	first := !l.closed
-	if first {
-		l.closed = true
-		close(l.done)
-		reaped := make(map[string]bool)
-		for tok, s := range l.subs {
-			s.fire()
-			delete(l.subs, tok)
-			owner := l.owner(s)
-			node := l.nodeOf(s.key, tok)
-			reaped[node] = true
-			l.cleanupLocked(func() { l.reapNode(node, owner) })
-		}
-		for tok, h := range l.held {
-			delete(l.held, tok)
-			if node := l.nodeOf(h.key, tok); !reaped[node] {
-				l.cleanupLocked(func() { l.reapNode(node, h.session) })
-			}
-		}
-		for kp, ws := range l.pending {
-			for _, w := range ws {
-				w.timer.Stop()
-				l.cleanupLocked(func() { l.reapPending(w) })
-			}
-			delete(l.pending, kp)
-		}
-		l.quitTimer = time.AfterFunc(l.sess.Timeout(), l.stopCleanup)
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
 	}
-	l.mu.Unlock()
-	l.wg.Wait()
-	if first {
-		l.stopCleanup() // a concurrent Close must not cut the first one's cleanup short
+	l.closed = true
+	close(l.done)
+	reaped := make(map[string]bool)
+	for tok, s := range l.subs {
+		s.fire()
+		delete(l.subs, tok)
+		owner := l.owner(s)
+		node := l.nodeOf(s.key, tok)
+		reaped[node] = true
+		l.cleanupLocked(func() { l.reapNode(node, owner) })
+	}
+	for tok, h := range l.held {
+		delete(l.held, tok)
+		if node := l.nodeOf(h.key, tok); !reaped[node] {
+			l.cleanupLocked(func() { l.reapNode(node, h.session) })
+		}
+	}
+	for kp, ws := range l.pending {
+		for _, w := range ws {
+			w.timer.Stop()
+			l.cleanupLocked(func() { l.reapPending(w) })
+		}
+		delete(l.pending, kp)
 	}
 	return nil
 }
 
-// cleanupLocked runs f in a goroutine that Close waits for, also while Close runs;
-// l.mu is held.
+// cleanupLocked runs f in a goroutine of the Locker, also while Close runs; l.mu is
+// held.
 func (l *Locker) cleanupLocked(f func()) {
 	l.wg.Add(1)
 	go func() {
@@ -170,19 +178,7 @@ func (l *Locker) cleanupLocked(f func()) {
 	}()
 }
 
-// stopCleanup makes the node removals still running after Close give up.
-func (l *Locker) stopCleanup() {
-	l.quitOnce.Do(func() {
-		l.mu.Lock()
-		if l.quitTimer != nil {
-			l.quitTimer.Stop()
-		}
-		l.mu.Unlock()
-		close(l.quit)
-	})
-}
-
-// spawn runs f in a goroutine that Close waits for; it returns false after Close.
+// spawn runs f in a goroutine of the Locker; it returns false after Close.
 func (l *Locker) spawn(f func()) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
