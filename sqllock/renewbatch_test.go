@@ -2,11 +2,14 @@ package sqllock
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -89,4 +92,73 @@ func TestRenewBatch(t *testing.T) {
 	d.bmu.Lock()
 	defer d.bmu.Unlock()
 	require.Equal(t, []int{1, 4, 1}, d.batches) // first; a, b, c, gone; a again
+}
+
+// stallDialect is a batchDialect whose statements stall, as on a link that holds
+// every byte: each Renew and RenewBatch waits until its context ends.
+type stallDialect struct{ batchDialect }
+
+func (d *stallDialect) Renew(ctx context.Context, _ Row, _ time.Duration) (bool, error) {
+	d.bmu.Lock()
+	d.batches = append(d.batches, 1)
+	d.bmu.Unlock()
+	<-ctx.Done()
+	return false, ctx.Err()
+}
+
+func (d *stallDialect) RenewBatch(ctx context.Context, rs []Row, _ []time.Duration) ([]bool, error) {
+	d.bmu.Lock()
+	d.batches = append(d.batches, len(rs))
+	d.bmu.Unlock()
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestRenewBatchOwnDeadlines: while the statements stall, many Renews with
+// different deadlines renewed at once through one Locker each return at their own
+// deadline, whether they run alone, are in a batch in flight (the first of the
+// batch, whose deadline is the earliest, included) or are queued behind it; the
+// Renews still share one statement. It runs in a synctest bubble: time moves only
+// when every goroutine waits, so each call must return at its deadline exactly.
+func TestRenewBatchOwnDeadlines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &stallDialect{}
+		l, err := NewLocker("sqllock/fake", d, nil)
+		require.NoError(t, err)
+		defer l.Close()
+		lease := func(i int) distlock.Lease {
+			return distlock.Lease{Key: fmt.Sprint("k", i), Token: fmt.Sprint("tok", i), Fence: 1, Expires: time.Now().Add(time.Minute)}
+		}
+		var wg sync.WaitGroup
+		took := make([]time.Duration, 30)
+		deadline := func(i int) time.Duration { return time.Second + time.Duration(i)*100*time.Millisecond }
+		renew := func(i int) {
+			wg.Go(func() {
+				start := time.Now()
+				ctx, cancel := context.WithTimeout(t.Context(), deadline(i))
+				defer cancel()
+				_, err := l.Renew(ctx, lease(i), time.Minute)
+				took[i] = time.Since(start)
+				assert.ErrorIs(t, err, context.DeadlineExceeded, "Renew %d", i)
+			})
+		}
+		renew(0) // alone: its statement is in flight
+		synctest.Wait()
+		for i := 1; i < 20; i++ { // the next batch
+			renew(i)
+		}
+		synctest.Wait()
+		time.Sleep(deadline(0)) // Renew 0 gives up; the batch of 1-19 is sent
+		synctest.Wait()
+		for i := 20; i < 30; i++ { // queued behind it
+			renew(i)
+		}
+		wg.Wait()
+		for i, d := range took {
+			require.Equal(t, deadline(i), d, "Renew %d, whose deadline was %v, returned after %v", i, deadline(i), d)
+		}
+		d.bmu.Lock()
+		defer d.bmu.Unlock()
+		require.Equal(t, []int{1, 19, 10}, d.batches)
+	})
 }
