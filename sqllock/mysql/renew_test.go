@@ -27,3 +27,10 @@ func testRenewBatchExact(t *testing.T, db *sql.DB) {
 	t.Cleanup(func() { l.Close() })
 	sqltest.RenewBatchExact(t, l, &dialect{db: db, sql: newStatements("renew_batch")})
 }
+
+// TestRenewDeadlinesWhileStalled: sqltest.RenewDeadlinesWhileStalled, the Locker's
+// link through a stalled fault proxy.
+func TestRenewDeadlinesWhileStalled(t *testing.T) {
+	l, p, _ := newClient(t, &sqllock.Options{Table: "renew_stall"})
+	sqltest.RenewDeadlinesWhileStalled(t, l, p.Stall, p.Heal)
+}

@@ -48,3 +48,10 @@ func BenchmarkRenewMany(b *testing.B) {
 		}
 	})
 }
+
+// TestRenewDeadlinesWhileStalled: sqltest.RenewDeadlinesWhileStalled, the Locker's
+// link through a stalled fault proxy.
+func TestRenewDeadlinesWhileStalled(t *testing.T) {
+	l, p, _ := newClient(t, &sqllock.Options{Table: "renew_stall"})
+	sqltest.RenewDeadlinesWhileStalled(t, l, p.Stall, p.Heal)
+}
