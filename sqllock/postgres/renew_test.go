@@ -49,9 +49,9 @@ func BenchmarkRenewMany(b *testing.B) {
 	})
 }
 
-// TestRenewDeadlinesWhileStalled: sqltest.RenewDeadlinesWhileStalled, the Locker's
+// TestDeadlinesWhileStalled: sqltest.DeadlinesWhileStalled, the Locker's
 // link through a stalled fault proxy.
-func TestRenewDeadlinesWhileStalled(t *testing.T) {
+func TestDeadlinesWhileStalled(t *testing.T) {
 	l, p, _ := newClient(t, &sqllock.Options{Table: "renew_stall"})
-	sqltest.RenewDeadlinesWhileStalled(t, l, p.Stall, p.Heal)
+	sqltest.DeadlinesWhileStalled(t, l, p.Stall, p.Heal)
 }

@@ -85,7 +85,7 @@ func TestGate(t *testing.T) {
 // file's write lock, a slow disk): the caller that started the gate, whose
 // statement has started, with its context's error (the outcome is unknown); a
 // caller in a group commit whose statement has not started yet, with errNotRun
-// (its statement never runs); a queued caller, with errNotRun. "By" allows 100ms
+// (its statement never runs); a queued caller, with errNotRun. "By" allows 250ms
 // after the deadline, for the scheduler of a loaded machine under -race: the
 // return itself is a timer and a wakeup, while the statements stay stuck for
 // seconds.
@@ -106,7 +106,7 @@ func TestGateOwnDeadlines(t *testing.T) {
 			return err
 		}
 	}
-	const deadline, bound = 200 * time.Millisecond, 100 * time.Millisecond
+	const deadline, bound = 200 * time.Millisecond, 250 * time.Millisecond
 	type res struct {
 		err  error
 		took time.Duration
