@@ -35,6 +35,7 @@ func BenchmarkRenewMany(b *testing.B) {
 		next int
 	)
 	b.SetParallelism(32)
+	b.ResetTimer() // not the TryLocks
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			mu.Lock()
@@ -54,4 +55,37 @@ func BenchmarkRenewMany(b *testing.B) {
 func TestDeadlinesWhileStalled(t *testing.T) {
 	l, p, _ := newClient(t, &sqllock.Options{Table: "renew_stall"})
 	sqltest.DeadlinesWhileStalled(t, l, p.Stall, p.Heal)
+}
+
+// TestRenewBatchStatements: Renews of many leases from 64 goroutines sharing a
+// Locker (as distlock.Hold of many leases makes them) share statements: those
+// that come while one is in flight go as one batch, so that a Renew costs a small
+// fraction of a round trip (alone, each costs one).
+func TestRenewBatchStatements(t *testing.T) {
+	const goroutines, leases, rounds = 64, 1000, 3
+	var stmts counter
+	l, _ := countedLocker(t, "renew_stmts", 20, &stmts)
+	held := make([]distlock.Lease, leases)
+	for i := range held {
+		var err error
+		held[i], err = l.TryLock(sqltest.OpCtx(t), sqltest.Key(fmt.Sprint("renew-stmts-", i)), time.Minute)
+		require.NoError(t, err)
+	}
+	before := stmts.n.Load()
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := g; i < leases*rounds; i += goroutines {
+				_, err := l.Renew(sqltest.OpCtx(t), held[i%leases], time.Minute)
+				if !assertNoError(t, err) {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	sent := stmts.n.Load() - before
+	perRenew := float64(sent) / float64(leases*rounds)
+	t.Logf("%d statements for %d Renews: %.3f a Renew", sent, leases*rounds, perRenew)
+	require.Less(t, perRenew, 0.2, "statements per Renew of 64 concurrent callers")
 }
