@@ -23,25 +23,35 @@ type BatchRenewer interface {
 	RenewBatch(ctx context.Context, rs []Row, ttls []time.Duration) (held []bool, err error)
 }
 
-// maxRenewBatch bounds the rows of one batch.
-const maxRenewBatch = 1000
+// maxRenewBatch bounds the rows of one batch; renewStall is how long a statement
+// in flight holds up the Renews queued behind it.
+const (
+	maxRenewBatch = 1000
+	renewStall    = 100 * time.Millisecond
+)
 
 // renewer runs the Renews of a Locker whose Dialect is a BatchRenewer in batches,
 // one statement in flight at a time. A Renew that finds none in flight runs its
 // own statement, on its own context, as it would alone. The Renews that come
-// meanwhile queue; when a statement ends, the queue goes as the next batch, run
+// meanwhile queue; when the statement ends, the queue goes as the next batch, run
 // by a goroutine of the Locker (which runs batch after batch while Renews queue)
 // on a context that ends when every caller of the batch has given up. Every
 // caller waits for its result or its own context, whichever comes first: a
 // caller that gives up while its Renew is in flight gets its context's error (the
 // outcome is unknown, which a Renew allows: it never shortens the row's expiry).
+//
+// A statement in flight for longer than stall (its row locked by a long
+// transaction, a connection that went dead) stops counting: the Renews queued
+// meanwhile go as the next batch without waiting for it, so that one stuck lease
+// does not make the others of the Locker lapse.
 type renewer struct {
-	d Dialect // a BatchRenewer
-	g *calls.Group
+	d     Dialect // a BatchRenewer
+	g     *calls.Group
+	stall time.Duration // renewStall
 
-	mu      sync.Mutex
-	queue   []*renewOp
-	running bool // a statement is in flight; whoever ends it starts the next batch
+	mu    sync.Mutex
+	queue []*renewOp
+	busy  bool // a statement is in flight that has not been for stall
 }
 
 type renewOp struct {
@@ -62,14 +72,25 @@ type renewBatch struct {
 	left   int // callers still waiting for it (under mu)
 }
 
+// A renewSlot is a statement in flight.
+type renewSlot struct {
+	b     *renewer
+	timer *time.Timer
+	aged  bool // in flight for longer than stall: it no longer counts
+	ended bool
+}
+
 // renew renews r for ttl, alone or in the next batch, and returns by ctx's end.
 func (b *renewer) renew(ctx context.Context, r Row, ttl time.Duration) (bool, error) {
 	b.mu.Lock()
-	if !b.running {
-		b.running = true
+	if !b.busy {
+		s := b.take()
 		b.mu.Unlock()
 		held, err := b.d.Renew(ctx, r, ttl)
-		b.handOn()
+		b.mu.Lock()
+		s.end()
+		b.start()
+		b.mu.Unlock()
 		return held, err
 	}
 	o := &renewOp{ctx: ctx, r: r, ttl: ttl, done: make(chan struct{})}
@@ -92,34 +113,63 @@ func (b *renewer) renew(ctx context.Context, r Row, ttl time.Duration) (bool, er
 	return false, ctx.Err()
 }
 
-// handOn ends the statement in flight: it starts a goroutine that runs the queued
-// Renews, batch after batch, or, when none is queued, lets the next Renew run
-// alone. It is called during a call of the Locker (so that Close waits for the
-// goroutine).
-func (b *renewer) handOn() {
-	next := b.next()
-	if next == nil {
+// take counts a new statement in flight; b.mu is held.
+func (b *renewer) take() *renewSlot {
+	b.busy = true
+	s := &renewSlot{b: b}
+	s.timer = time.AfterFunc(b.stall, s.age)
+	return s
+}
+
+// age stops counting s, in flight for too long: the queue goes without it.
+func (s *renewSlot) age() {
+	b := s.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s.ended {
 		return
 	}
+	s.aged = true
+	b.busy = false
+	b.start()
+}
+
+// end stops counting s; b.mu is held.
+func (s *renewSlot) end() {
+	s.timer.Stop()
+	s.ended = true
+	if !s.aged {
+		s.b.busy = false
+	}
+}
+
+// start starts a goroutine that runs the queue, batch after batch, when no
+// statement counts as in flight; b.mu is held. A queued Renew's caller is in its
+// call, so that Close waits for the goroutine.
+func (b *renewer) start() {
+	if b.busy || len(b.queue) == 0 {
+		return
+	}
+	nb, s := b.next(), b.take()
 	b.g.Go(func() {
-		for next != nil {
-			b.run(next)
-			next = b.next()
+		for nb != nil {
+			b.run(nb)
+			b.mu.Lock()
+			s.end()
+			nb = nil
+			if !b.busy && len(b.queue) > 0 {
+				nb, s = b.next(), b.take()
+			}
+			b.mu.Unlock()
 		}
 	})
 }
 
-// next takes the next batch off the queue, or ends the running when the queue is
-// empty (then it returns nil). A Renew of the same lease as one already in the
-// batch waits for the next. The batch's context has the values of its first
-// caller's, and ends when every caller has given up (renew).
+// next takes the next batch off the queue, which is not empty; b.mu is held. A
+// Renew of the same lease as one already in the batch waits for the next. The
+// batch's context has the values of its first caller's, and ends when every
+// caller has given up (renew).
 func (b *renewer) next() *renewBatch {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.queue) == 0 {
-		b.running = false
-		return nil
-	}
 	ops, rest := calls.Batch(b.queue, maxRenewBatch, func(p, o *renewOp) bool {
 		return bytes.Equal(p.r.Hash, o.r.Hash) && bytes.Equal(p.r.Token, o.r.Token)
 	})

@@ -3,6 +3,7 @@ package sqllock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -56,6 +57,7 @@ func TestRenewBatch(t *testing.T) {
 	l, err := NewLocker("fake", d, nil)
 	require.NoError(t, err)
 	defer l.Close()
+	l.renewer.stall = time.Hour // the first statement holds the queue up until it ends
 	lease := func(key string) distlock.Lease {
 		return distlock.Lease{Key: key, Token: "tok-" + key, Fence: 1, Expires: time.Now().Add(time.Minute)}
 	}
@@ -126,6 +128,7 @@ func TestRenewBatchOwnDeadlines(t *testing.T) {
 		l, err := NewLocker("sqllock/fake", d, nil)
 		require.NoError(t, err)
 		defer l.Close()
+		l.renewer.stall = time.Hour // the batches wait for the stalled statements
 		lease := func(i int) distlock.Lease {
 			return distlock.Lease{Key: fmt.Sprint("k", i), Token: fmt.Sprint("tok", i), Fence: 1, Expires: time.Now().Add(time.Minute)}
 		}
@@ -160,5 +163,68 @@ func TestRenewBatchOwnDeadlines(t *testing.T) {
 		d.bmu.Lock()
 		defer d.bmu.Unlock()
 		require.Equal(t, []int{1, 19, 10}, d.batches)
+	})
+}
+
+// stuckDialect is a batchDialect whose statements of the key "stuck" wait until
+// their context ends (its row is locked by a long transaction); the others
+// succeed at once.
+type stuckDialect struct{ batchDialect }
+
+func (d *stuckDialect) Renew(ctx context.Context, r Row, ttl time.Duration) (bool, error) {
+	held, err := d.RenewBatch(ctx, []Row{r}, []time.Duration{ttl})
+	return err == nil && held[0], err
+}
+
+func (d *stuckDialect) RenewBatch(ctx context.Context, rs []Row, _ []time.Duration) ([]bool, error) {
+	d.bmu.Lock()
+	d.batches = append(d.batches, len(rs))
+	d.bmu.Unlock()
+	if slices.ContainsFunc(rs, func(r Row) bool { return string(r.Key) == "stuck" }) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	held := make([]bool, len(rs))
+	for i := range held {
+		held[i] = true
+	}
+	return held, nil
+}
+
+// TestRenewBatchStall: a Renew whose statement is stuck holds up the Renews
+// queued behind it for renewStall only: they then go as a batch of their own and
+// are renewed; the stuck one returns at its deadline. In a synctest bubble.
+func TestRenewBatchStall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &stuckDialect{}
+		l, err := NewLocker("sqllock/fake", d, nil)
+		require.NoError(t, err)
+		defer l.Close()
+		lease := func(key string) distlock.Lease {
+			return distlock.Lease{Key: key, Token: "tok-" + key, Fence: 1, Expires: time.Now().Add(time.Minute)}
+		}
+		start := time.Now()
+		stuck := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			_, err := l.Renew(ctx, lease("stuck"), time.Minute)
+			stuck <- err
+		}()
+		synctest.Wait()
+		var wg sync.WaitGroup
+		for i := range 10 {
+			wg.Go(func() {
+				_, err := l.Renew(t.Context(), lease(fmt.Sprint("k", i)), time.Minute)
+				assert.NoError(t, err, "Renew %d behind the stuck one", i)
+				assert.Equal(t, renewStall, time.Since(start), "Renew %d behind the stuck one", i)
+			})
+		}
+		wg.Wait()
+		require.ErrorIs(t, <-stuck, context.DeadlineExceeded)
+		require.Equal(t, 10*time.Second, time.Since(start))
+		d.bmu.Lock()
+		defer d.bmu.Unlock()
+		require.Equal(t, []int{1, 10}, d.batches)
 	})
 }
