@@ -51,9 +51,12 @@
 // changed nothing, INSERT ... ON DUPLICATE KEY UPDATE). Only a key's first row reads the high-water mark, so
 // that acquires of distinct keys do not queue on that row. Renew and Unlock are
 // UPDATEs conditioned on the key and the token and checked by rows affected;
-// Unlock sets expires_at to the database's now, keeping the row. On PostgreSQL
-// (a BatchRenewer), the Renews of a Locker that come while one is in flight run
-// together as one UPDATE of all their rows, each with its own ttl and result. Every comparison with the clock happens in the database, so
+// Unlock sets expires_at to the database's now, keeping the row. The Renews of a
+// Locker that come while one is in flight run together as one batch of all their
+// rows (every dialect is a BatchRenewer: one UPDATE on PostgreSQL and SQLite, one
+// transaction on MySQL), each with its own ttl and result; each Renew still returns by its own context, and
+// a statement in flight for over 100ms no longer holds up the Renews queued
+// behind it. Every comparison with the clock happens in the database, so
 // client clocks do not matter. Statements that the database rolls back because of
 // a serialization failure or a deadlock (or a busy SQLite file) are retried a few
 // times.

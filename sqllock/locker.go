@@ -46,7 +46,7 @@ func NewLocker(backend string, d Dialect, opts *Options) (*Locker, error) {
 	}
 	l := &Locker{backend: backend, d: d, o: o, calls: calls.New()}
 	if _, ok := d.(BatchRenewer); ok {
-		l.renewer = &renewer{d: d}
+		l.renewer = &renewer{d: d, g: l.calls, stall: renewStall}
 	}
 	return l, nil
 }

@@ -27,3 +27,10 @@ func testRenewBatchExact(t *testing.T, db *sql.DB) {
 	t.Cleanup(func() { l.Close() })
 	sqltest.RenewBatchExact(t, l, &dialect{db: db, sql: newStatements("renew_batch")})
 }
+
+// TestDeadlinesWhileStalled: sqltest.DeadlinesWhileStalled, the Locker's
+// link through a stalled fault proxy.
+func TestDeadlinesWhileStalled(t *testing.T) {
+	l, p, _ := newClient(t, &sqllock.Options{Table: "renew_stall"})
+	sqltest.DeadlinesWhileStalled(t, l, p.Stall, p.Heal)
+}

@@ -95,9 +95,11 @@ type dialect struct {
 
 var _ sqllock.Dialect = (*dialect)(nil)
 
-// Acquire names no session: the driver runs the statement in this process, and the
-// call returns only once the statement has committed or rolled back, so nothing of
-// it can reach the database later (see the package doc).
+// Acquire names no session: the driver runs the statement in this process, in a
+// group commit of the gate. A call that returned before its group commit ended
+// (its context ended) is followed by the cleanup's release, which the gate runs in
+// a later group commit, so nothing of the acquire can reach the database after it
+// (see the package doc).
 func (d *dialect) Acquire(ctx context.Context, r sqllock.Row, ttl time.Duration) (int64, bool, sqllock.Session, error) {
 	var fence int64
 	err := d.gate.do(ctx, func(ctx context.Context, c *sql.Conn) error {

@@ -26,7 +26,7 @@
 //
 // An acquire whose outcome is unknown leaves nothing behind to end: the driver
 // runs the statement in the calling process, and a call that returned while its
-// statement was in a group commit run by another caller is followed by the
+// statement was in a group commit (its context ended) is followed by the
 // cleanup's release, which runs in a later group commit of the same process, so
 // nothing of the acquire can reach the database after the cleanup.
 //

@@ -12,14 +12,14 @@ import (
 )
 
 // A gate runs the writing statements of the Lockers of one *sql.DB in group
-// commits: one leader at a time runs every statement queued meanwhile in one
+// commits: a goroutine of the gate runs every statement queued meanwhile in one
 // transaction (BEGIN IMMEDIATE ... COMMIT), so that they share its commit and its
 // fsync, and the callers queued while it runs form the next one. SQLite runs one
 // writer per file anyway. Without the gate, the statements of one process queued
 // in SQLite's busy handler, which sleeps (1, 2, 5, ... 100ms) between looks at the
-// file lock, and each paid a commit of its own: W1's p99 with 16 goroutines was
-// 532-666ms. Each statement still returns only once its transaction has committed,
-// with the durability that the database's synchronous setting gives. Other
+// file lock, and each paid a commit of its own. Each statement still returns only
+// once its transaction has committed, with the durability that the database's
+// synchronous setting gives; each caller returns by its own context (do). Other
 // processes still wait in the busy handler.
 type gate struct {
 	db   *sql.DB
@@ -27,16 +27,29 @@ type gate struct {
 
 	mu      sync.Mutex
 	queue   []*op     // waiting for the next batch
-	leading bool      // a caller leads a batch, or has been told to
-	next    time.Time // the next batch begins no earlier (see runBatch)
+	running bool      // the goroutine runs batches; it ends when the queue is empty
+	next    time.Time // the next batch begins no earlier (see take)
+	wg      sync.WaitGroup
 }
 
 // An op is one caller's statements in a batch.
 type op struct {
-	run  func(ctx context.Context, c *sql.Conn) error
+	run func(ctx context.Context, c *sql.Conn) error
+	// Under gate.mu:
+	b       *gateBatch // once it has left the queue
+	started bool       // run has been called
+	left    bool       // the caller gave up before run was called: it never will be
+
 	err  error         // run's error, or the batch's; set before done is closed
 	done chan struct{} // closed once the batch committed or failed
-	lead chan struct{} // receives when the caller is to lead the next batch
+}
+
+// A gateBatch is the ops of one transaction.
+type gateBatch struct {
+	ops    []*op
+	ctx    context.Context // ends when every caller has given up
+	cancel context.CancelFunc
+	left   int // callers still waiting (under gate.mu)
 }
 
 // errNotRun: the op was not run (a previous statement of its batch failed, or its
@@ -61,71 +74,78 @@ func gateOf(db *sql.DB) *gate {
 	return g
 }
 
-// releaseGate drops a reference to the gate of db, forgetting it after the last.
+// releaseGate drops a reference to the gate of db. After the last, it forgets the
+// gate and waits for its goroutine, which runs only batches whose callers have all
+// given up (their statements interrupted) by then.
 func releaseGate(db *sql.DB) {
 	gatesMu.Lock()
-	defer gatesMu.Unlock()
-	if g := gates[db]; g != nil {
-		if g.refs--; g.refs == 0 {
-			delete(gates, db)
-		}
+	g := gates[db]
+	if g == nil {
+		gatesMu.Unlock()
+		return
+	}
+	g.refs--
+	last := g.refs == 0
+	if last {
+		delete(gates, db)
+	}
+	gatesMu.Unlock()
+	if last {
+		g.wg.Wait()
 	}
 }
 
 // do runs run in the next batch and returns its error, or the batch's. When ctx
-// ends first, it returns an error wrapping errNotRun if run had not started (it
-// never will), else ctx's error: run's outcome is then unknown. run's statements
-// are not interrupted (an interrupt would roll the whole batch back).
+// ends first, it returns at once: an error wrapping errNotRun if run had not been
+// called (it never will be), else ctx's error: run's outcome is then unknown. The
+// statements of a batch are interrupted only when all its callers have given up
+// (an interrupt rolls the whole batch back).
 func (g *gate) do(ctx context.Context, run func(ctx context.Context, c *sql.Conn) error) error {
-	o := &op{run: run, done: make(chan struct{}), lead: make(chan struct{}, 1)}
+	o := &op{run: run, done: make(chan struct{})}
 	g.mu.Lock()
 	g.queue = append(g.queue, o)
-	if !g.leading {
-		g.leading = true
-		o.lead <- struct{}{}
+	if !g.running {
+		g.running = true
+		g.wg.Go(g.loop)
 	}
 	g.mu.Unlock()
 	select {
 	case <-o.done:
 		return o.err
-	case <-o.lead:
-		g.runBatch()
-		return o.err
 	case <-ctx.Done():
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	i := slices.Index(g.queue, o)
-	if i < 0 {
-		return ctx.Err() // in a batch that another caller runs
+	if i := slices.Index(g.queue, o); i >= 0 {
+		g.queue = slices.Delete(g.queue, i, i+1)
+		return errors.Join(errNotRun, ctx.Err())
 	}
-	g.queue = slices.Delete(g.queue, i, i+1)
-	select {
-	case <-o.lead: // told to lead: pass it on
-		g.promote()
-	default:
+	if o.b.left--; o.b.left == 0 {
+		o.b.cancel()
 	}
-	return errors.Join(errNotRun, ctx.Err())
+	if !o.started {
+		o.left = true
+		return errors.Join(errNotRun, ctx.Err())
+	}
+	return ctx.Err()
 }
 
-// promote tells the first queued caller to lead, or ends the leading; g.mu is held.
-func (g *gate) promote() {
-	if len(g.queue) == 0 {
-		g.leading = false
-		return
+// loop runs batches until the queue is empty.
+func (g *gate) loop() {
+	for b := g.take(); b != nil; b = g.take() {
+		g.runBatch(b)
 	}
-	g.queue[0].lead <- struct{}{}
 }
 
-// runBatch runs the queue (which holds the leader's own op) in one transaction,
-// then hands the leading on.
+// take returns the queue as the next batch, or nil (ending the loop) when it is
+// empty.
 //
 // When callers queued while a batch held the file's write lock for d, the next
 // batch waits until d has passed, so that under a steady load the file is free at
 // least half the time: other processes wait for the lock in SQLite's busy
 // handler, which only looks now and then, and a process that took the lock again
 // at once would starve them. The callers that come meanwhile join the next batch.
-func (g *gate) runBatch() {
+func (g *gate) take() *gateBatch {
 	g.mu.Lock()
 	wait := time.Until(g.next)
 	g.mu.Unlock()
@@ -133,13 +153,27 @@ func (g *gate) runBatch() {
 		time.Sleep(wait)
 	}
 	g.mu.Lock()
-	batch := g.queue
+	defer g.mu.Unlock()
+	if len(g.queue) == 0 {
+		g.running = false
+		return nil
+	}
+	b := &gateBatch{ops: g.queue, left: len(g.queue)}
 	g.queue = nil
-	g.mu.Unlock()
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	for _, o := range b.ops {
+		o.b = b
+	}
+	return b
+}
+
+// runBatch runs b in one transaction and gives each op its result.
+func (g *gate) runBatch(b *gateBatch) {
+	defer b.cancel()
 	start := time.Now()
-	err := g.commit(batch)
+	err := g.commit(b)
 	end := time.Now()
-	for _, o := range batch {
+	for _, o := range b.ops {
 		if err != nil {
 			o.err = err
 		}
@@ -149,19 +183,26 @@ func (g *gate) runBatch() {
 	if len(g.queue) > 0 { // back to back: pause
 		g.next = end.Add(min(end.Sub(start), maxPause))
 	}
-	g.promote()
 	g.mu.Unlock()
 }
 
 // maxPause bounds the pause between batches.
 const maxPause = 5 * time.Millisecond
 
-// commit runs the ops of batch in one transaction and commits it. An op whose
+// begin marks o as started, or reports false when its caller has given up.
+func (g *gate) begin(o *op) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	o.started = !o.left
+	return o.started
+}
+
+// commit runs the ops of b in one transaction and commits it. An op whose
 // statement failed gets its error (SQLite rolled that statement back) and the ops
-// after it errNotRun; the error of BEGIN or COMMIT (nothing committed) is
-// returned for all of them.
-func (g *gate) commit(batch []*op) error {
-	ctx := context.Background()
+// after it errNotRun, and so does an op whose caller gave up before it ran; the
+// error of BEGIN or COMMIT (nothing committed) is returned for all of them.
+func (g *gate) commit(b *gateBatch) error {
+	ctx := b.ctx
 	c, err := g.db.Conn(ctx)
 	if err != nil {
 		return errors.Join(errNotRun, err)
@@ -171,8 +212,8 @@ func (g *gate) commit(batch []*op) error {
 		return err // SQLite rolls a failed BEGIN back
 	}
 	failed := false
-	for _, o := range batch {
-		if failed {
+	for _, o := range b.ops {
+		if failed || !g.begin(o) {
 			o.err = errNotRun
 			continue
 		}
@@ -181,7 +222,8 @@ func (g *gate) commit(batch []*op) error {
 		}
 	}
 	if _, err := c.ExecContext(ctx, `COMMIT`); err != nil {
-		if _, rerr := c.ExecContext(ctx, `ROLLBACK`); rerr != nil && !noTx(rerr) {
+		rctx := context.WithoutCancel(ctx) // also after an interrupt
+		if _, rerr := c.ExecContext(rctx, `ROLLBACK`); rerr != nil && !noTx(rerr) {
 			// The connection may still be in the transaction: drop it.
 			_ = c.Raw(func(any) error { return driver.ErrBadConn })
 		}

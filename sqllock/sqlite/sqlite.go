@@ -52,9 +52,11 @@ var (
 // commits: the statements that arrive while a transaction commits run together
 // in the next (BEGIN IMMEDIATE ... COMMIT), sharing its fsync, instead of waiting
 // for each other in SQLite's busy handler, which polls; each returns once its
-// transaction has committed. Give each process one *sql.DB per file. A statement
-// that has started is not interrupted when its context ends (the call returns,
-// its outcome unknown, and TryLock's row is released in the background).
+// transaction has committed. Give each process one *sql.DB per file. Each call
+// returns when its context ends: a statement that has not started never runs; one
+// that has started is not interrupted (the call returns, its outcome unknown, and
+// TryLock's row is released in the background) unless every caller of its group
+// commit has given up.
 //
 // Expiry uses SQLite's clock (the host's), in milliseconds; rows expire 1ms later
 // than the ttl asks, to cover the clock's truncation.
