@@ -40,6 +40,7 @@ func (s *suite) closeDuringOutage(t *testing.T, a Client, outage func() (end fun
 	b := s.client(t)
 	key := s.key(t)
 	la := s.lock(t, a, key, s.ttl, rExpiry)
+	began := time.Now()
 	end := outage()
 	ended := false
 	defer func() {
@@ -61,8 +62,20 @@ func (s *suite) closeDuringOutage(t *testing.T, a Client, outage func() (end fun
 			rHarness, time.Since(called), healed.Sub(called))
 	}
 	by := la.Expires.Add(s.grace)
-	if paused {
+	switch {
+	case paused:
 		by = healed.Add(s.ttl + s.grace)
+	case s.h.Caps.SessionExpiry:
+		// The server ends a partitioned client's session by its timeout plus
+		// detection, as in PartitionedHolder.
+		by = laterOf(by, began.Add(s.grace+2*s.op))
 	}
 	s.expectFreedBy(t, b, la, by)
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

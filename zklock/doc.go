@@ -68,7 +68,8 @@
 // every third of it.
 //
 // A lease that is simply not renewed keeps the key locked while its session lives;
-// Unlock it. Leases that are watched through Lost (distlock.Hold does) are also
+// Unlock it (a Renew after its Expires fails with ErrNotHeld, without asking the
+// server, and leaves the node). Leases that are watched through Lost (distlock.Hold does) are also
 // deleted by the Locker once Expires passes without a renewal (a Renew whose answer
 // comes after that fails with ErrNotHeld), and Close deletes the nodes of every lease
 // the Locker still holds.

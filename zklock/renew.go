@@ -41,6 +41,12 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
+	if now := time.Now(); !now.Before(lease.Expires) {
+		// The holder was told the lease ends at Expires; the node may still be
+		// there (a lease nobody watches keeps it while the session lives), but the
+		// lease must not come back.
+		return fail(fmt.Errorf("the lease's Expires passed %v before the Renew: %w", now.Sub(lease.Expires).Round(time.Millisecond), distlock.ErrNotHeld))
+	}
 	f, err := l.beginRenew(lease.Token)
 	if err != nil {
 		return fail(err)
