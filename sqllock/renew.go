@@ -16,8 +16,8 @@ import (
 // a Renew whose outcome is unknown (a lost reply) the old Lease's Expires is still a
 // bound. A reply that comes after ttl is an error (the old Lease still stands), not
 // a Lease that has already expired. It returns an error wrapping
-// distlock.ErrNotHeld when the lease expired, was released or another lease holds
-// the key.
+// distlock.ErrNotHeld when the lease expired (at once, without a statement, once its
+// Expires has passed), was released or another lease holds the key.
 func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
 	start := time.Now()
 	cctx, end, err := l.calls.Begin(ctx)
@@ -41,6 +41,13 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	}
 	if err := ctx.Err(); err != nil {
 		return distlock.Lease{}, err
+	}
+	if !start.Before(lease.Expires) {
+		// The holder was told the lease ends at Expires; the row may still be
+		// there (the database's clock, a Renew in flight), but the lease must not
+		// come back.
+		return distlock.Lease{}, fmt.Errorf("the lease's Expires passed %v before the Renew: %w",
+			start.Sub(lease.Expires).Round(time.Millisecond), distlock.ErrNotHeld)
 	}
 	r := row(lease.Key, lease.Token)
 	var held bool
