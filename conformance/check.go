@@ -14,6 +14,17 @@ type Bounds struct {
 	// Clock absorbs the scheduler between the caller's clock reading and the
 	// backend's: a lease's Expires may lie up to Clock beyond Invoke + TTL.
 	Clock time.Duration
+	// Grace is how long after its Expires (or its ttl from an attempt of unknown
+	// outcome) a key may still be held on the server: an ErrLocked needs a lease
+	// that could be held then. Session, for a backend whose leases live as long as
+	// their session, makes every lease possibly held until it is unlocked or its
+	// client closed or crashed.
+	Grace   time.Duration
+	Session bool
+	// Recovery is how long after a fault of the servers (an OpFault of Client -1)
+	// an ErrLocked is not judged: a paused server's keys, a new leader's leases
+	// may outlive their ttl until then.
+	Recovery time.Duration
 }
 
 // A Violation is one broken rule and the events of the history that show it.
@@ -48,6 +59,7 @@ func Check(h []Event, b Bounds) []Violation {
 	var vs []Violation
 	vs = append(vs, checkCalls(h, b)...)
 	leases := leasesOf(h)
+	vs = append(vs, checkLocked(h, b)...)
 	vs = append(vs, checkExclusion(leases)...)
 	vs = append(vs, checkFences(leases)...)
 	vs = append(vs, checkHeld(h, leases, b)...)
@@ -97,6 +109,17 @@ func leasesOf(h []Event) map[string]*window {
 			l.end = max(e.Invoke, l.start)
 		}
 		l.events = append(l.events, e)
+	}
+	for _, e := range h {
+		if e.Op != OpClose && e.Op != OpCrash {
+			continue
+		}
+		for _, l := range leases {
+			if l.acquire.Client == e.Client && e.Invoke < l.end {
+				l.end = max(e.Invoke, l.start)
+				l.events = append(l.events, e)
+			}
+		}
 	}
 	return leases
 }

@@ -139,3 +139,36 @@ func TestWriteHistory(t *testing.T) {
 	require.Len(t, lines, 2)
 	require.Contains(t, lines[0], `"op":"TryLock"`)
 }
+
+func TestCheckLocked(t *testing.T) {
+	locked := func(c int, inv, ret time.Duration) Event {
+		return Event{Client: c, Op: OpTryLock, Key: "k", TTL: 100 * mS, Invoke: inv, Return: ret, Outcome: OutLocked}
+	}
+	b := Bounds{Ctx: 50 * mS, Clock: 10 * mS, Grace: 30 * mS}
+	held := acq(1, "k", "a", 1, 0, 5*mS, 100*mS)
+	require.Empty(t, Check([]Event{held, locked(2, 50*mS, 55*mS)}, b), "held")
+	require.Empty(t, Check([]Event{held, locked(2, 120*mS, 125*mS)}, b), "within the grace after Expires")
+	require.Equal(t, []string{rErrors}, rules(Check([]Event{held, locked(2, 140*mS, 145*mS)}, b)), "past the grace")
+	require.Equal(t, []string{rErrors}, rules(Check([]Event{locked(2, 0, 5*mS)}, b)), "nobody ever held it")
+	unknown := Event{Client: 1, Op: OpTryLock, Key: "k", TTL: 100 * mS, Invoke: 0, Return: 20 * mS, Outcome: OutCtx}
+	require.Empty(t, Check([]Event{unknown, locked(2, 50*mS, 55*mS)}, b), "an attempt of unknown outcome may hold it")
+	released := []Event{held, unlock(1, "k", "a", 20*mS, 25*mS, ""), locked(2, 50*mS, 55*mS)}
+	require.Equal(t, []string{rErrors}, rules(Check(released, b)), "after an Unlock that returned nil")
+	renewed := []Event{held, renew(1, "k", "a", 80*mS, 300*mS, 100*mS, OutCtx), locked(2, 150*mS, 155*mS)}
+	require.Empty(t, Check(renewed, b), "a Renew of unknown outcome may have extended it")
+	b.Session = true
+	closed := Event{Client: 1, Op: OpClose, Invoke: 200 * mS, Return: 201 * mS}
+	require.Empty(t, Check([]Event{held, locked(2, 150*mS, 155*mS)}, b), "a session keeps it")
+	require.Equal(t, []string{rErrors}, rules(Check([]Event{held, closed, locked(2, 300*mS, 305*mS)}, b)), "after its client closed, and the grace")
+}
+
+func TestCheckCloseEndsLeases(t *testing.T) {
+	h := []Event{
+		acq(1, "k", "a", 1, 0, 5*mS, time.Second),
+		{Client: 1, Op: OpClose, Invoke: 50 * mS, Return: 51 * mS},
+		acq(2, "k", "b", 2, 60*mS, 65*mS, time.Second),
+	}
+	require.Empty(t, Check(h, bounds), "a closed client's leases end at its Close")
+	h[1].Client = 3
+	require.Equal(t, []string{rMutex}, rules(Check(h, bounds)), "another client's Close ends nothing")
+}

@@ -83,6 +83,11 @@ type Capabilities struct {
 	// and when its context has a deadline; Run uses it to tell "prompt" from "hung".
 	// Zero means 2s.
 	OpTimeout time.Duration
+	// CtxBound is how long after its context's deadline a call may return (the
+	// backend's own work once it sees ctx done, and the scheduler on a loaded
+	// machine), and how long after its lease's Expires a distlock.Held's Context
+	// may end. Zero means 250ms.
+	CtxBound time.Duration
 	// FaultTimeout bounds how long the backend takes to serve again after a fault
 	// that interrupts the cluster (a leader change, a minority losing its data, a
 	// healed isolation). Zero means 10s.

@@ -45,6 +45,12 @@ const (
 	OpUnlock  = "Unlock"
 	// OpHeldEnd is a distlock.Held's Context ending (Token names its lease).
 	OpHeldEnd = "HeldEnd"
+	// OpClose is the Close of a client's Locker: its holder stops using its
+	// leases there. OpCrash is a crash of a client whose leases end with its
+	// session (Capabilities.SessionExpiry); a crash of another client is not an
+	// event, since its leases stand until their Expires.
+	OpClose = "Close"
+	OpCrash = "Crash"
 )
 
 // The outcomes of a failed call.

@@ -37,12 +37,12 @@ func (s *suite) testHoldUnderPartition(t *testing.T) {
 		var end time.Time
 		select {
 		case end = <-ended[i]:
-		case <-time.After(time.Until(h.Lease().Expires) + ctxAllowance):
+		case <-time.After(time.Until(h.Lease().Expires) + s.ctxBound):
 			end = time.Now()
 		}
-		if late := end.Sub(h.Lease().Expires); h.Context().Err() == nil || late > ctxAllowance {
+		if late := end.Sub(h.Lease().Expires); h.Context().Err() == nil || late > s.ctxBound {
 			t.Fatalf("%s: Held %d's Context ended %v after its lease's Expires while the client was partitioned (allowance %v; Context err %v)",
-				rHold, i, late, ctxAllowance, h.Context().Err())
+				rHold, i, late, s.ctxBound, h.Context().Err())
 		}
 		if cause := context.Cause(h.Context()); !errors.Is(cause, distlock.ErrNotHeld) {
 			t.Fatalf("%s: Held %d's Context ended with cause %v, want one wrapping ErrNotHeld", rHold, i, cause)
@@ -53,7 +53,7 @@ func (s *suite) testHoldUnderPartition(t *testing.T) {
 		start := time.Now()
 		_ = h.Release(ctx)
 		cancel()
-		if took := time.Since(start); took > 50*time.Millisecond+ctxAllowance {
+		if took := time.Since(start); took > 50*time.Millisecond+s.ctxBound {
 			t.Fatalf("%s: Release of Held %d with a 50ms context took %v while the client was partitioned", rHold, i, took)
 		}
 	}

@@ -73,26 +73,15 @@ type suite struct {
 	waitBound time.Duration
 	// faultTimeout bounds recovery from a cluster fault.
 	faultTimeout time.Duration
+	// ctxBound is how long after its context's deadline a call may return.
+	ctxBound time.Duration
 }
 
 // Run runs the whole suite against the backend h describes. It calls t.Run once per
 // rule; see the package doc.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
-	s := &suite{h: h}
-	if h.NewClient == nil {
-		t.Fatalf("%s: Harness.NewClient is nil", rHarness)
-	}
-	c := h.Caps
-	if c.MaxKeyLen != 0 && c.MaxKeyLen < 64 {
-		t.Fatalf("%s: Capabilities.MaxKeyLen %d is below 64 bytes; the suite needs keys of 64 bytes", rHarness, c.MaxKeyLen)
-	}
-	s.ttl = max(c.MinTTL, 100*time.Millisecond)
-	s.long = max(60*time.Second, 20*s.ttl)
-	s.grace = orDefault(c.Grace, 250*time.Millisecond)
-	s.op = orDefault(c.OpTimeout, 2*time.Second)
-	s.waitBound = orDefault(c.WaitBound, 250*time.Millisecond)
-	s.faultTimeout = orDefault(c.FaultTimeout, 10*time.Second)
+	s := newSuite(t, h)
 
 	t.Run("Capabilities", s.testCapabilities)
 	t.Run("Rule1_MutualExclusion", func(t *testing.T) {
@@ -155,6 +144,27 @@ func Run(t *testing.T, h Harness) {
 		t.Run("CloseDuringPartition", s.testCloseDuringPartition)
 		t.Run("CloseDuringPause", s.testCloseDuringPause)
 	})
+}
+
+// newSuite checks h and resolves its parameters.
+func newSuite(t *testing.T, h Harness) *suite {
+	t.Helper()
+	s := &suite{h: h}
+	if h.NewClient == nil {
+		t.Fatalf("%s: Harness.NewClient is nil", rHarness)
+	}
+	c := h.Caps
+	if c.MaxKeyLen != 0 && c.MaxKeyLen < 64 {
+		t.Fatalf("%s: Capabilities.MaxKeyLen %d is below 64 bytes; the suite needs keys of 64 bytes", rHarness, c.MaxKeyLen)
+	}
+	s.ttl = max(c.MinTTL, 100*time.Millisecond)
+	s.long = max(60*time.Second, 20*s.ttl)
+	s.grace = orDefault(c.Grace, 250*time.Millisecond)
+	s.op = orDefault(c.OpTimeout, 2*time.Second)
+	s.waitBound = orDefault(c.WaitBound, 250*time.Millisecond)
+	s.faultTimeout = orDefault(c.FaultTimeout, 10*time.Second)
+	s.ctxBound = orDefault(c.CtxBound, 250*time.Millisecond)
+	return s
 }
 
 func orDefault(d, def time.Duration) time.Duration {

@@ -1,0 +1,160 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// step makes one call of client i, chosen by rnd.
+func (x *explorer) step(i int, rnd *rand.Rand) {
+	c := x.client(i)
+	key := x.keys[rnd.IntN(len(x.keys))]
+	ctx, cancel := context.WithTimeout(x.t.Context(), x.deadline(rnd))
+	defer cancel()
+	switch n := rnd.IntN(100); {
+	case n < 30:
+		c.acquired(c.locker.TryLock(ctx, key, x.ttl(rnd)))
+	case n < 50:
+		if l, ok := c.pick(rnd, false); ok {
+			next, err := c.locker.Renew(ctx, l, x.ttl(rnd)) // longer, equal or shorter
+			c.renewed(l, next, err)
+		}
+	case n < 65:
+		if l, ok := c.pick(rnd, true); ok {
+			_ = c.locker.Unlock(ctx, l)
+		}
+	case n < 75:
+		if l, ok := c.pick(rnd, true); ok {
+			x.hold(c, rnd, l)
+		}
+	case n < 85:
+		lctx, lcancel := context.WithTimeout(x.t.Context(), x.s.ttl/2+time.Duration(rnd.Int64N(int64(3*x.s.ttl))))
+		defer lcancel()
+		c.acquired(c.rec.lock(lctx, key, x.ttl(rnd)))
+	case n < 92:
+		x.invalid(c, ctx, rnd)
+	case n < 97:
+		if in, ok := c.c.Locker.(distlock.Inspector); ok {
+			_, _ = in.Inspect(ctx, key)
+		}
+	default:
+		x.close(i, c)
+	}
+}
+
+// deadline is a call's context timeout: mostly the op timeout, sometimes short
+// enough to end during the call.
+func (x *explorer) deadline(rnd *rand.Rand) time.Duration {
+	if rnd.IntN(3) == 0 {
+		return time.Millisecond + time.Duration(rnd.Int64N(int64(50*time.Millisecond)))
+	}
+	return x.s.op
+}
+
+// ttl is an acquisition's ttl: 1, 2 or 4 times the suite's short ttl.
+func (x *explorer) ttl(rnd *rand.Rand) time.Duration { return x.s.ttl << rnd.IntN(3) }
+
+// acquired notes a lease that an acquisition returned.
+func (c *xclient) acquired(l distlock.Lease, err error) {
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	c.leases = append(c.leases, l)
+	c.mu.Unlock()
+}
+
+// pick returns one of c's leases, taken out of its list when take is set.
+func (c *xclient) pick(rnd *rand.Rand, take bool) (distlock.Lease, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.leases) == 0 {
+		return distlock.Lease{}, false
+	}
+	i := rnd.IntN(len(c.leases))
+	l := c.leases[i]
+	if take {
+		c.leases = append(c.leases[:i], c.leases[i+1:]...)
+	}
+	return l, true
+}
+
+// renewed replaces l by next after a Renew, or drops it when it is not held.
+func (c *xclient) renewed(l, next distlock.Lease, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, h := range c.leases {
+		if h.Token != l.Token {
+			continue
+		}
+		switch {
+		case err == nil && next.Expires.After(h.Expires):
+			c.leases[i] = next
+		case errors.Is(err, distlock.ErrNotHeld):
+			c.leases = append(c.leases[:i], c.leases[i+1:]...)
+		}
+		return
+	}
+}
+
+// hold holds l with distlock.Hold for a while, then releases it.
+func (x *explorer) hold(c *xclient, rnd *rand.Rand, l distlock.Lease) {
+	ttl := max(l.Remaining(), x.s.ttl)
+	h := distlock.Hold(x.t.Context(), c.locker, l, &distlock.HoldOptions{TTL: ttl})
+	context.AfterFunc(h.Context(), func() { c.rec.heldEnd(h.Lease(), time.Now()) })
+	sleepCtx(h.Context(), time.Duration(rnd.Int64N(int64(3*x.s.ttl))))
+	ctx, cancel := context.WithTimeout(x.t.Context(), x.deadline(rnd))
+	defer cancel()
+	_ = h.Release(ctx)
+}
+
+// invalid makes a call with a bad argument, which must give ErrInvalid (rule 7).
+func (x *explorer) invalid(c *xclient, ctx context.Context, rnd *rand.Rand) {
+	var err error
+	var what string
+	switch rnd.IntN(3) {
+	case 0:
+		what = "TryLock with ttl 0"
+		_, err = c.c.Locker.TryLock(ctx, x.keys[0], 0)
+	case 1:
+		what = "TryLock of an empty key"
+		_, err = c.c.Locker.TryLock(ctx, "", x.s.ttl)
+	default:
+		what = "Renew of a zero Lease"
+		_, err = c.c.Locker.Renew(ctx, distlock.Lease{}, x.s.ttl)
+	}
+	if errors.Is(err, distlock.ErrClosed) {
+		return
+	}
+	if !errors.Is(err, distlock.ErrInvalid) {
+		x.fail(Violation{Rule: rInput, What: fmt.Sprintf("%s: got %v, want an error wrapping ErrInvalid", what, err)})
+	}
+	var oe *distlock.OpError
+	if err != nil && !errors.As(err, &oe) {
+		x.fail(Violation{Rule: rErrors, What: fmt.Sprintf("%s returned %T (%v), want a *distlock.OpError", what, err, err)})
+	}
+}
+
+// close closes client i's Locker, when it has Close, and replaces the client.
+func (x *explorer) close(i int, c *xclient) {
+	cl, ok := c.c.Locker.(closer)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	if c.gone {
+		c.mu.Unlock()
+		return
+	}
+	c.gone = true
+	c.mu.Unlock()
+	inv := time.Now()
+	err := cl.Close()
+	c.rec.closed(OpClose, inv, time.Now(), err)
+	x.replace(i, c)
+}
