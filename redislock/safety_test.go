@@ -70,7 +70,7 @@ func proxiedLocker(t *testing.T) (*redislock.Locker, *redis.Client, *faultproxy.
 // expired, and TryLock removes the lock it made.
 func TestReplyAfterTTL(t *testing.T) {
 	a, ca, p := proxiedLocker(t)
-	watch := &scriptWatch{hash: redislock.UnlockScriptHash()}
+	watch := &scriptWatch{hash: redislock.AbandonScriptHash()}
 	ca.AddHook(watch)
 	raw := newClient(t, redisSrv)
 	key := testKey(t)
@@ -96,7 +96,7 @@ func TestReplyAfterTTL(t *testing.T) {
 		t.Fatalf("Renew of a held lease whose reply came after its ttl: got ErrNotHeld: %v", err)
 	}
 	t.Logf("Renew: %v", err)
-	// The late TryLock's lock is removed by its own Unlock script, not just by expiry.
+	// The late TryLock's lock is removed by its cleanup script, not just by expiry.
 	require.Eventually(t, func() bool { return watch.n.Load() >= 1 }, 5*time.Second, 2*time.Millisecond,
 		"TryLock to remove the lock of its expired lease")
 	lock, _, _ := a.Names(key)
