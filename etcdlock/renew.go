@@ -265,8 +265,8 @@ func (l *Locker) move(ctx context.Context, lease distlock.Lease, kv *mvccpb.KeyV
 	}
 	if err := refreshedInTime(lease.Expires); err != nil {
 		l.forget(lostKey{lease.Key, lease.Fence})
+		l.revokeLater(old)      // it holds no key now
 		l.revoke(ctx, grant.ID) // frees the key: it is on this lease now
-		l.revoke(ctx, old)
 		return distlock.Lease{}, err
 	}
 	l.hold(lostKey{lease.Key, lease.Fence}, leaseInfo{id: grant.ID, secs: secs, ttl: time.Duration(grant.TTL) * time.Second, at: at, token: lease.Token, rev: rev})
