@@ -12,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// stallLate bounds how long after its own deadline a call may return.
+// stallLate bounds how long after its own deadline a call may return (after a
+// bare waiter on its context saw the deadline pass, when the machine's load
+// delayed that).
 const stallLate = 100 * time.Millisecond
 
 // TestStalledCallsReturnByTheirDeadlines (issue 28, item 2): the calls of one
@@ -48,7 +50,7 @@ func TestStalledCallsReturnByTheirDeadlines(t *testing.T) {
 
 	type result struct {
 		what     string
-		deadline time.Duration
+		deadline time.Duration // or when a bare waiter saw ctx end, if later
 		took     time.Duration
 		err      error
 	}
@@ -61,6 +63,9 @@ func TestStalledCallsReturnByTheirDeadlines(t *testing.T) {
 		wg.Go(func() {
 			ctx, cancel := context.WithDeadline(t.Context(), start.Add(d))
 			defer cancel()
+			// A bare waiter on ctx: when a loaded machine let it see ctx end.
+			woke := make(chan time.Duration, 1)
+			go func() { <-ctx.Done(); woke <- time.Since(start) }()
 			var what string
 			var err error
 			switch {
@@ -78,7 +83,8 @@ func TestStalledCallsReturnByTheirDeadlines(t *testing.T) {
 				what = fmt.Sprintf("Renew(%v)", rttl)
 				_, err = l.Renew(ctx, lease, rttl)
 			}
-			results[i] = result{what, d, time.Since(start), err}
+			took := time.Since(start)
+			results[i] = result{what, max(d, <-woke), took, err}
 		})
 	}
 	wg.Wait()
