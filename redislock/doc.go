@@ -135,13 +135,13 @@
 // the attempt's token abandoned (a key P:{T}:abandoned:<token> that lives 5
 // minutes) and deletes the lock that the attempt may have made, with its token. It
 // runs when the caller gives up, and again when the abandoned command ends with a
-// lock taken or an error. The acquire script changes nothing when its token is marked: a copy
-// of the attempt that reaches the server after the cleanup (held up on its
-// connection, in a proxy or in the network: closing the connection does not recall
-// bytes already sent) cannot lock the key under a token that no one holds. go-redis
-// resends a command whose connection broke (MaxRetries); the acquire script
-// recognizes its own token, so a resent acquire returns the same lease instead of
-// ErrLocked.
+// lock taken or an error. The acquire script changes nothing when its token is
+// marked: a copy of the attempt that reaches the server after the cleanup (held up
+// on its connection, in a proxy or in the network: closing the connection does not
+// recall bytes already sent) cannot lock the key under a token that no one holds.
+// go-redis resends a command whose connection broke (MaxRetries); the acquire
+// script recognizes its own token, so a resent acquire returns the same lease
+// instead of ErrLocked.
 //
 // Calls honour their context even though go-redis does not interrupt a command that
 // is waiting for its reply: when ctx can be cancelled, the command runs on another
