@@ -148,8 +148,9 @@
 //     revoked yet (by its TTL plus an election timeout), and the chase's
 //     revocation may apply only after that, in the new term. So a holder counts
 //     a refresh only when its reply came before the lease's known expiry
-//     (Renew: the Lease's Expires, else it returns ErrNotHeld; TryLock: the
-//     spare's expiry, else it grants a new lease). That expiry is no later than
+//     (Renew: the Lease's Expires, else it returns ErrNotHeld, also when it
+//     moves the key to a lease of a longer ttl, which it then undoes; TryLock:
+//     the spare's expiry, else it grants a new lease). That expiry is no later than
 //     the expiry at the leader of the probes' term: it counts from before the
 //     refresh was sent, by the ttl asked for, at most the lease's TTL (modulo
 //     the clocks' drift; see Safety assumptions), and what an earlier, stale

@@ -21,9 +21,10 @@ import (
 // Renew fails with an unknown outcome (a lost reply), so the old Expires still
 // bounds the lease then. It returns an error wrapping ErrNotHeld when the key is
 // gone, was taken by another acquisition, or its lease expired, and when the
-// reply of its refresh came at or after the Lease's Expires: a Wait may revoke a
-// lease that the leader held expired (see Failover in the package doc), so a late
-// refresh does not count.
+// reply of its refresh or move came at or after the Lease's Expires (a move is not
+// tried then, and one answered that late is undone, freeing the key): a Wait may
+// revoke a lease that the leader held expired (see Failover in the package doc),
+// so a late refresh or move does not count.
 //
 // It first reads the key, linearizably: a member cut off from the quorum cannot
 // answer, so a holder whose client reaches only such a member cannot renew. A
@@ -210,7 +211,18 @@ func renewed(lease distlock.Lease, start time.Time, ttl time.Duration) (distlock
 // move renews lease for a ttl longer than its etcd lease's TTL: it grants a lease
 // of ttl and moves the key kv to it in one transaction, keeping its create
 // revision (the Fence) and token, then revokes the old lease.
+//
+// A move counts only as a refresh does (see refreshedInTime): when its reply
+// comes before the Lease's Expires. A key still on its old lease after that
+// Expires may be on a lease that the leader held expired, which a Wait may be
+// revoking (or a new leader revived): moving it would give the holder time on a
+// lease that a waiter saw expire. So a move is not even tried once Expires has
+// passed, and one answered after it is undone: the new lease is revoked, which
+// frees the key (no one holds it: Renew says ErrNotHeld).
 func (l *Locker) move(ctx context.Context, lease distlock.Lease, kv *mvccpb.KeyValue, start time.Time, ttl time.Duration) (distlock.Lease, error) {
+	if now := time.Now(); !now.Before(lease.Expires) {
+		return distlock.Lease{}, fmt.Errorf("the lease's Expires passed %v before its move to a lease of ttl %v: %w", now.Sub(lease.Expires), ttl, distlock.ErrNotHeld)
+	}
 	k, old, secs := string(kv.Key), clientv3.LeaseID(kv.Lease), leaseSecs(ttl)
 	at := time.Now()
 	var grant *clientv3.LeaseGrantResponse
@@ -250,6 +262,12 @@ func (l *Locker) move(ctx context.Context, lease distlock.Lease, kv *mvccpb.KeyV
 			return distlock.Lease{}, fmt.Errorf("the key changed or its lease expired: %w", distlock.ErrNotHeld)
 		}
 		rev = resp.Responses[0].GetResponseRange().Kvs[0].ModRevision
+	}
+	if err := refreshedInTime(lease.Expires); err != nil {
+		l.forget(lostKey{lease.Key, lease.Fence})
+		l.revokeLater(old)      // it holds no key now
+		l.revoke(ctx, grant.ID) // frees the key: it is on this lease now
+		return distlock.Lease{}, err
 	}
 	l.hold(lostKey{lease.Key, lease.Fence}, leaseInfo{id: grant.ID, secs: secs, ttl: time.Duration(grant.TTL) * time.Second, at: at, token: lease.Token, rev: rev})
 	l.revoke(ctx, old) // it holds no key now

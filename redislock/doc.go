@@ -19,7 +19,9 @@
 //   - TryLock runs one Lua script that sets the lock key to "<token>|<owner>" if it
 //     is absent (SET ... NX PX ttl) and then increments the key's fence counter
 //     (INCR), whose new value is the fence. It is one round trip and atomic on the
-//     server. While the lock exists, its fence counter holds its fence.
+//     server. While the lock exists, its fence counter holds its fence. The script
+//     first checks that its token is not marked abandoned (EXISTS; see Failure
+//     handling).
 //   - Renew runs a script that checks that the lock key still holds the lease's
 //     token and then sets its time to live to ttl (PEXPIRE) if it has less than
 //     that left: a Renew never shortens the lock, so one whose reply is lost
@@ -63,6 +65,7 @@
 //	P:{T}:lock:K      the lock (a string with a time to live)
 //	P:{T}:fence:K     the fence counter (never expires, never deleted)
 //	P:{T}:release:K   the pub/sub channel that Unlock publishes on
+//	P:{T}:abandoned:N the marker of an abandoned TryLock whose token is N (lives 5 minutes)
 //
 // where T is the first 8 bytes of SHA-256(K) in hex. Redis Cluster hashes only the
 // text inside the first {...}, which is always T: P may not contain braces, and T is
@@ -104,6 +107,14 @@
 //     RedLock over independent masters (package redlock), and in all cases have the
 //     protected resource check fences. CheckServer reports a replica behind the
 //     client and a master with replicas.
+//   - Late requests: a TryLock's request that reaches the server more than 5
+//     minutes after the cleanup of its abandoned attempt (see Failure handling)
+//     takes the key for its ttl under a token that no one holds: other lockers
+//     wait up to that ttl (mutual exclusion and fences are unaffected). Linux
+//     gives up resending what a closed connection had not delivered after about
+//     100s (tcp_orphan_retries, with a 200ms retransmission timeout); a proxy
+//     between the clients and Redis that holds requests longer breaks this.
+//     Each abandoned attempt costs the server one small key for those 5 minutes.
 //   - Clocks: expiry uses the server's clock. A server whose clock jumps forward
 //     expires locks early; keep it monotonic (NTP slewing, not stepping). A client
 //     that pauses (GC, a stopped VM) past its Lease's Expires must assume the lease
@@ -119,11 +130,18 @@
 //
 // After an attempt whose outcome is unknown (a timeout, a broken connection, a
 // context that ended while the request was in flight), TryLock returns an error that
-// is not ErrLocked and deletes, in the background, the lock that the attempt may have
-// made, with its token and a fresh context bounded by Options.CleanupTimeout
-// (default 5s), never the caller's dead one. go-redis resends a command
-// whose connection broke (MaxRetries); the acquire script recognizes its own token,
-// so a resent acquire returns the same lease instead of ErrLocked.
+// is not ErrLocked and cleans up in the background, with a fresh context bounded by
+// Options.CleanupTimeout (default 5s), never the caller's dead one: one script marks
+// the attempt's token abandoned (a key P:{T}:abandoned:<token> that lives 5
+// minutes) and deletes the lock that the attempt may have made, with its token. It
+// runs when the caller gives up, and again when the abandoned command ends with a
+// lock taken or an error. The acquire script changes nothing when its token is
+// marked: a copy of the attempt that reaches the server after the cleanup (held up
+// on its connection, in a proxy or in the network: closing the connection does not
+// recall bytes already sent) cannot lock the key under a token that no one holds.
+// go-redis resends a command whose connection broke (MaxRetries); the acquire
+// script recognizes its own token, so a resent acquire returns the same lease
+// instead of ErrLocked.
 //
 // Calls honour their context even though go-redis does not interrupt a command that
 // is waiting for its reply: when ctx can be cancelled, the command runs on another

@@ -37,6 +37,10 @@ func WithHub(opts *Options, ping, idle, topicIdle time.Duration) *Options {
 // UnlockScriptHash returns the SHA1 of the unlock script, for tests that watch for it.
 func UnlockScriptHash() string { return redisx.UnlockScriptHash() }
 
+// AbandonScriptHash returns the SHA1 of the script that cleans up after a TryLock
+// whose outcome is unknown, for tests that watch for it.
+func AbandonScriptHash() string { return abandonScript.Hash() }
+
 // SharedPending reports how many calls of l wait in its node's shared queue (see
 // redisx.Node.RunShared).
 func SharedPending(l *Locker) int { return l.node.SharedPending() }

@@ -2,7 +2,9 @@ package redislock_test
 
 import (
 	"context"
+	"crypto/sha1"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,8 +17,8 @@ import (
 	"github.com/distlock/distlock/redislock"
 )
 
-// scriptWatch is a go-redis hook that counts the EVALSHA calls of one script that
-// got a reply without error.
+// scriptWatch is a go-redis hook that counts the runs of one script (EVALSHA, or
+// the EVAL after NOSCRIPT) that got a reply without error.
 type scriptWatch struct {
 	hash string
 	n    atomic.Int64
@@ -27,8 +29,19 @@ func (w *scriptWatch) DialHook(next redis.DialHook) redis.DialHook { return next
 func (w *scriptWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if args := cmd.Args(); err == nil && cmd.Name() == "evalsha" && len(args) > 1 && args[1] == w.hash {
-			w.n.Add(1)
+		args := cmd.Args()
+		if err != nil || len(args) < 2 {
+			return err
+		}
+		switch body, _ := args[1].(string); cmd.Name() {
+		case "evalsha":
+			if body == w.hash {
+				w.n.Add(1)
+			}
+		case "eval":
+			if fmt.Sprintf("%x", sha1.Sum([]byte(body))) == w.hash {
+				w.n.Add(1)
+			}
 		}
 		return err
 	}
@@ -70,7 +83,7 @@ func proxiedLocker(t *testing.T) (*redislock.Locker, *redis.Client, *faultproxy.
 // expired, and TryLock removes the lock it made.
 func TestReplyAfterTTL(t *testing.T) {
 	a, ca, p := proxiedLocker(t)
-	watch := &scriptWatch{hash: redislock.UnlockScriptHash()}
+	watch := &scriptWatch{hash: redislock.AbandonScriptHash()}
 	ca.AddHook(watch)
 	raw := newClient(t, redisSrv)
 	key := testKey(t)
@@ -96,7 +109,7 @@ func TestReplyAfterTTL(t *testing.T) {
 		t.Fatalf("Renew of a held lease whose reply came after its ttl: got ErrNotHeld: %v", err)
 	}
 	t.Logf("Renew: %v", err)
-	// The late TryLock's lock is removed by its own Unlock script, not just by expiry.
+	// The late TryLock's lock is removed by its cleanup script, not just by expiry.
 	require.Eventually(t, func() bool { return watch.n.Load() >= 1 }, 5*time.Second, 2*time.Millisecond,
 		"TryLock to remove the lock of its expired lease")
 	lock, _, _ := a.Names(key)

@@ -2,7 +2,9 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -21,12 +23,17 @@ type acquired struct {
 // while the script is in flight, acquire returns ctx's error and the script's late
 // reply goes to abandon (nil: none).
 func (l *Locker) acquire(ctx context.Context, n redisx.Names, token string, ms int64, abandon func(any, error)) (acquired, error) {
-	v, err := l.node.RunShared(ctx, abandon, acquireScript, []string{n.Lock, n.Fence}, token+"|"+l.opts.Owner, l.node.MillisArg(ms))
+	keys := []string{n.Lock, n.Fence, abandonedName(n, token)}
+	v, err := l.node.RunShared(ctx, abandon, acquireScript, keys, token+"|"+l.opts.Owner, l.node.MillisArg(ms))
 	if err != nil {
 		return acquired{}, err
 	}
 	return parseAcquired(v)
 }
+
+// errAbandoned is parseAcquired's error for an acquire that found its token's
+// abandoned marker: a late copy of an attempt that was cleaned up.
+var errAbandoned = errors.New("the attempt was abandoned and cleaned up before it reached the server")
 
 // parseAcquired parses a reply of acquireScript.
 func parseAcquired(v any) (acquired, error) {
@@ -34,6 +41,9 @@ func parseAcquired(v any) (acquired, error) {
 	case int64:
 		if v > 0 {
 			return acquired{fence: v}, nil
+		}
+		if v == -1 {
+			return acquired{}, errAbandoned
 		}
 	case []any:
 		if len(v) == 2 {
@@ -45,17 +55,36 @@ func parseAcquired(v any) (acquired, error) {
 	return acquired{}, fmt.Errorf("unexpected reply %#v from the acquire script", v)
 }
 
-// removeHalfMade deletes, in the background, the lock that an attempt with an unknown
-// outcome may have made: with its token (so it never touches another owner's lock)
-// and a fresh context bounded by Options.CleanupTimeout, never the caller's, which
-// may be dead. The caller does not wait: the attempt already failed, and a failing
-// network would make it wait for the client's retries a second time. If the removal
-// fails too, the lock expires by itself after ttl. Close waits for it.
+// abandonedFor is how long the abandoned marker of a TryLock's token lives after
+// its cleanup: a copy of the acquire that reaches the server within that time
+// changes nothing (see Safety assumptions in the package doc). It covers Linux's
+// retransmission of what a closed connection had not delivered
+// (tcp_orphan_retries: about 100s with a 200ms retransmission timeout).
+const abandonedFor = 5 * time.Minute
+
+// abandonedName is the Redis name of token's abandoned marker for the lock of n:
+// "<prefix>:{<tag>}:abandoned:<token>", in the lock's Cluster slot.
+func abandonedName(n redisx.Names, token string) string {
+	// The prefix holds no brace and the tag is hex: the first "}:" ends the tag.
+	i := strings.Index(n.Lock, "}:") + len("}:")
+	return n.Lock[:i] + "abandoned:" + token
+}
+
+// removeHalfMade cleans up, in the background, after an attempt with an unknown
+// outcome (abandonScript): it marks the attempt's token abandoned for
+// abandonedFor, so that a copy of the attempt that reaches the server later locks
+// nothing, and deletes the lock that the attempt may have made, with its token (so
+// it never touches another owner's lock). It runs with a fresh context bounded by
+// Options.CleanupTimeout, never the caller's, which may be dead. The caller does
+// not wait: the attempt already failed, and a failing network would make it wait
+// for the client's retries a second time. If the cleanup fails too, a lock that
+// the attempt made expires by itself after ttl. Close waits for it.
 func (l *Locker) removeHalfMade(ctx context.Context, n redisx.Names, token string) {
 	l.group.Go(func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.CleanupTimeout)
 		defer cancel()
-		_, _ = l.node.Release(cctx, n, token) // a token of ours: no '|' in it
+		keys := []string{n.Lock, abandonedName(n, token)}
+		_ = l.node.Run(cctx, abandonScript, keys, token, n.Channel, abandonedFor.Milliseconds()).Err()
 	})
 }
 
@@ -119,7 +148,8 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 	if ctx.Done() != nil {
 		abandon = func(v any, err error) {
 			// The caller has gone: whatever this attempt took, give it back.
-			if r, perr := parseAcquired(v); err != nil || perr != nil || r.fence > 0 {
+			// (A late copy that found the token marked abandoned made nothing.)
+			if r, perr := parseAcquired(v); err != nil || perr != nil && !errors.Is(perr, errAbandoned) || r.fence > 0 {
 				l.removeHalfMade(ctx, n, token)
 			}
 		}
