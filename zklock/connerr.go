@@ -3,6 +3,7 @@ package zklock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"syscall"
@@ -46,4 +47,14 @@ func transportError(err error) bool {
 	return errors.As(err, &ne) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.ErrClosedPipe) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNABORTED)
+}
+
+// asConnClosed returns err, made to wrap zk.ErrConnectionClosed as well if it is a
+// transport error: the error that a caller sees says that the outcome is unknown
+// however go-zookeeper reported the break.
+func asConnClosed(err error) error {
+	if transportError(err) && !errors.Is(err, zk.ErrConnectionClosed) {
+		return fmt.Errorf("%w: %w", zk.ErrConnectionClosed, err)
+	}
+	return err
 }
