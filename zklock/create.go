@@ -87,7 +87,7 @@ func (a *attempt) create() (c created, unknown bool, err error) {
 			if err = l.ensureKeyNode(a.keyPath); err == nil {
 				continue
 			}
-		case errors.Is(err, zk.ErrConnectionClosed):
+		case connBroke(err):
 			// The request may have been applied: look for the node by its id.
 			unknown = true
 			found, ferr := l.findOwn(a.keyPath, a.id)

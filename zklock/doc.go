@@ -181,7 +181,10 @@
 // the method's name and Key the key; Connect's and New's have Op "Connect" and "New".
 // Test the cause with errors.Is: distlock.ErrLocked, ErrNotHeld, ErrInvalid,
 // ErrClosed, a context error, or a go-zookeeper error such as zk.ErrNoServer or
-// zk.ErrConnectionClosed (the outcome of the call is then unknown).
+// zk.ErrConnectionClosed (the outcome of the call is then unknown). A request whose
+// write failed (go-zookeeper hands it the connection's own error, such as
+// "connection reset by peer") is reported as zk.ErrConnectionClosed too, wrapping
+// that error, and the background deletions retry it as any broken connection.
 //
 // # Waiting
 //

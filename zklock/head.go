@@ -33,7 +33,7 @@ func (l *Locker) contend(keyPath string) (*preLock, error) {
 		&zk.SetDataRequest{Path: keyPath, Version: -1},
 	)
 	switch {
-	case errors.Is(err, zk.ErrConnectionClosed):
+	case connBroke(err):
 		l.reapByID(keyPath, p.id) // it may have been applied
 		return nil, err
 	case err != nil:

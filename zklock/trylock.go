@@ -151,12 +151,6 @@ func (a *attempt) fail(err error) outcome {
 	return outcome{err: opError("TryLock", a.key, err)}
 }
 
-// retriable reports whether a request failed because the connection broke (the
-// request may or may not have been applied) or could not be sent.
-func retriable(err error) bool {
-	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved)
-}
-
 // run makes the attempt. cleanup, when not nil, is work that must follow in the
 // background whatever the caller does: removing nodes the attempt may have left, and
 // the waiter node (see Wait) that this TryLock claimed.

@@ -222,7 +222,7 @@ func (l *Locker) queue(abandon <-chan struct{}, keyPath string) (path string, pr
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
 		return "", nil, nil // the key's node is gone: free
-	case errors.Is(err, zk.ErrConnectionClosed):
+	case connBroke(err):
 		// The create may have been applied: remove whatever it made.
 		l.reapWaiterID(keyPath, id)
 		return "", nil, err

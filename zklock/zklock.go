@@ -236,9 +236,11 @@ func (l *Locker) nodeOf(key, token string) string {
 	return h.nodePath(l.keyPath(key))
 }
 
-// opError returns the error of a failed call: an *distlock.OpError.
+// opError returns the error of a failed call: an *distlock.OpError. A transport
+// error (see connBroke) is also zk.ErrConnectionClosed, which says that the call's
+// outcome is unknown.
 func opError(op, key string, err error) error {
-	return &distlock.OpError{Backend: backend, Op: op, Key: key, Err: err}
+	return &distlock.OpError{Backend: backend, Op: op, Key: key, Err: asConnClosed(err)}
 }
 
 // call runs f, which makes ZooKeeper requests, and returns its result, or ctx's error
