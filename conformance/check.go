@@ -25,6 +25,13 @@ type Bounds struct {
 	// an ErrLocked is not judged: a paused server's keys, a new leader's leases
 	// may outlive their ttl until then.
 	Recovery time.Duration
+	// Cleanup is how soon after an attempt of unknown outcome returned its
+	// half-made lock must be gone (rule 5), once no fault of its client stands
+	// in the way; zero leaves such an attempt its ttl.
+	Cleanup time.Duration
+	// Wait is how long a distlock.Lock may go on waiting while its key is free;
+	// zero does not check it (a Locker that is no Waiter polls).
+	Wait time.Duration
 }
 
 // A Violation is one broken rule and the events of the history that show it.
@@ -63,6 +70,8 @@ func Check(h []Event, b Bounds) []Violation {
 	vs = append(vs, checkExclusion(leases)...)
 	vs = append(vs, checkFences(leases)...)
 	vs = append(vs, checkHeld(h, leases, b)...)
+	vs = append(vs, checkRenewals(leases)...)
+	vs = append(vs, checkWaits(h, b)...)
 	return vs
 }
 
@@ -169,7 +178,8 @@ func checkFences(leases map[string]*window) []Violation {
 	return vs
 }
 
-// checkHeld: a Held's Context ends by its lease's latest Expires plus b.Ctx.
+// checkHeld: a Held's Context ends by its lease's latest Expires plus b.Ctx (or
+// by b.Ctx after Hold was called, for a lease that had expired by then).
 func checkHeld(h []Event, leases map[string]*window, b Bounds) []Violation {
 	var vs []Violation
 	for _, e := range h {
@@ -182,11 +192,12 @@ func checkHeld(h []Event, leases map[string]*window, b Bounds) []Violation {
 		}
 		latest := l.acquire.Expires
 		for _, r := range l.events {
-			if r.Op == OpRenew && r.Outcome == "" && r.Return <= e.Invoke {
+			if r.Op == OpRenew && r.Outcome == "" && r.Return <= e.Return {
 				latest = max(latest, r.Expires)
 			}
 		}
-		if late := e.Invoke - latest; late > b.Ctx {
+		// A Held of a lease that had expired when Hold was called ends at once.
+		if late := e.Return - max(latest, e.Invoke); late > b.Ctx {
 			vs = append(vs, Violation{rHold, fmt.Sprintf("key %s: client %d's Held (fence %d) ended %v after its lease's latest Expires", short(l.key), e.Client, l.fence, late), append(slices.Clone(l.events), e)})
 		}
 	}

@@ -20,7 +20,7 @@ func acq(c int, k, tok string, f uint64, inv, ret, ttl time.Duration) Event {
 }
 
 func renew(c int, k, tok string, inv, ret, ttl time.Duration, out string) Event {
-	e := Event{Client: c, Op: OpRenew, Key: k, TTL: ttl, Invoke: inv, Return: ret, Token: tok, Outcome: out}
+	e := Event{Client: c, Op: OpRenew, Key: k, TTL: ttl, Invoke: inv, Return: ret, Token: tok, Fence: 1, Outcome: out} // the tests renew fence 1
 	if out == "" {
 		e.Expires = inv + ttl
 	}
@@ -119,7 +119,7 @@ func TestCheckCalls(t *testing.T) {
 
 func TestCheckHeld(t *testing.T) {
 	end := func(at time.Duration) Event {
-		return Event{Client: 1, Op: OpHeldEnd, Key: "k", Invoke: at, Return: at, Token: "a"}
+		return Event{Client: 1, Op: OpHeldEnd, Key: "k", Invoke: 10 * mS, Return: at, Token: "a"}
 	}
 	base := []Event{
 		acq(1, "k", "a", 1, 0, 5*mS, 100*mS),
@@ -130,6 +130,11 @@ func TestCheckHeld(t *testing.T) {
 	vs := Check(append(base, end(190*mS)), bounds)
 	require.Equal(t, []string{rHold}, rules(vs))
 	require.Contains(t, vs[0].What, "60ms after")
+	late := end(210 * mS)
+	late.Invoke = 180 * mS // Hold called after the lease's Expires
+	require.Empty(t, Check(append(base, late), bounds), "a Held of an expired lease ends at once")
+	late.Return = 240 * mS
+	require.Equal(t, []string{rHold}, rules(Check(append(base, late), bounds)), "... not 60ms later")
 }
 
 func TestWriteHistory(t *testing.T) {
@@ -171,4 +176,44 @@ func TestCheckCloseEndsLeases(t *testing.T) {
 	require.Empty(t, Check(h, bounds), "a closed client's leases end at its Close")
 	h[1].Client = 3
 	require.Equal(t, []string{rMutex}, rules(Check(h, bounds)), "another client's Close ends nothing")
+}
+
+func TestCheckRenewals(t *testing.T) {
+	held := acq(1, "k", "a", 1, 0, 5*mS, 100*mS)
+	require.Empty(t, Check([]Event{held, renew(1, "k", "a", 90*mS, 95*mS, 100*mS, "")}, bounds))
+	late := renew(1, "k", "a", 101*mS, 103*mS, 100*mS, "")
+	require.Equal(t, []string{rOwner}, rules(Check([]Event{held, late}, bounds)), "a Renew invoked after Expires succeeded")
+	other := renew(1, "k", "a", 50*mS, 55*mS, 100*mS, "")
+	other.Fence = 2
+	require.Equal(t, []string{rOwner}, rules(Check([]Event{held, other}, bounds)), "a Renew returned another fence")
+	afterUnlock := []Event{held, unlock(1, "k", "a", 10*mS, 20*mS, ""), renew(1, "k", "a", 30*mS, 35*mS, 100*mS, "")}
+	require.Equal(t, []string{rOwner}, rules(Check(afterUnlock, bounds)), "a Renew after an Unlock that returned nil")
+	unknownUnlock := []Event{held, unlock(1, "k", "a", 10*mS, 20*mS, OutCtx), renew(1, "k", "a", 30*mS, 35*mS, 100*mS, "")}
+	require.Empty(t, Check(unknownUnlock, bounds), "an Unlock of unknown outcome may not have applied")
+}
+
+func TestCheckCleanup(t *testing.T) {
+	b := Bounds{Ctx: 50 * mS, Clock: 10 * mS, Grace: 30 * mS, Cleanup: 100 * mS}
+	abandoned := Event{Client: 1, Op: OpTryLock, Key: "k", TTL: time.Minute, Invoke: 0, Return: 20 * mS, Outcome: OutCtx}
+	locked := Event{Client: 2, Op: OpTryLock, Key: "k", TTL: time.Minute, Invoke: 100 * mS, Return: 105 * mS, Outcome: OutLocked}
+	require.Empty(t, Check([]Event{abandoned, locked}, b), "within the clean-up bound")
+	locked.Invoke, locked.Return = 200*mS, 205*mS
+	require.Equal(t, []string{rErrors}, rules(Check([]Event{abandoned, locked}, b)), "the abandoned attempt's lock outlived its clean-up")
+	partition := Event{Client: 1, Op: OpFault, Invoke: 10 * mS, Return: 300 * mS, Err: "Partition"}
+	locked.Invoke, locked.Return = 350*mS, 355*mS
+	require.Empty(t, Check([]Event{abandoned, partition, locked}, b), "its client was partitioned: clean-up after the partition")
+	crash := Event{Client: 1, Op: OpFault, Invoke: 30 * mS, Return: 31 * mS, Err: "Crash"}
+	require.Empty(t, Check([]Event{abandoned, crash, locked}, b), "its client crashed: the lock lapses by its ttl")
+}
+
+func TestCheckWaits(t *testing.T) {
+	b := Bounds{Ctx: 50 * mS, Clock: 10 * mS, Grace: 30 * mS, Wait: 100 * mS}
+	held := acq(1, "k", "a", 1, 0, 5*mS, time.Second)
+	lock := Event{Client: 2, Op: OpLock, Key: "k", TTL: time.Second, Invoke: 10 * mS, Return: 500 * mS, Token: "b", Fence: 2, Expires: 1500 * mS}
+	quick := []Event{held, unlock(1, "k", "a", 400*mS, 420*mS, ""), lock}
+	require.Empty(t, Check(quick, b), "woken 80ms after the release")
+	slow := []Event{held, unlock(1, "k", "a", 100*mS, 120*mS, ""), lock}
+	require.Equal(t, []string{rWaiter}, rules(Check(slow, b)), "waited 380ms on a free key")
+	b.Wait = 0
+	require.Empty(t, Check(slow, b), "not checked")
 }

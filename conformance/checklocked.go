@@ -32,6 +32,9 @@ func maybeHeld(h []Event, b Bounds) map[string][]*span {
 			case e.Op == OpLock:
 				to = e.Return + e.TTL + b.Grace // its last attempt started before it returned
 			}
+			if e.Outcome != "" {
+				to = min(to, cleanedBy(h, e, b))
+			}
 			sp := &span{from: e.Invoke, to: to, events: []Event{e}}
 			if e.Token != "" {
 				byToken[e.Token] = sp
@@ -92,4 +95,28 @@ func checkLocked(h []Event, b Bounds) []Violation {
 		}
 	}
 	return vs
+}
+
+// cleanedBy is when the half-made lock of e, an attempt of unknown outcome, must
+// be gone: b.Cleanup after it returned, or after the end of a fault of its client
+// that came meanwhile; never, when its client crashed or closed after it (the
+// lock then lapses by its ttl), or when b.Cleanup is zero.
+func cleanedBy(h []Event, e Event, b Bounds) time.Duration {
+	const never = time.Duration(1<<63 - 1)
+	if b.Cleanup == 0 {
+		return never
+	}
+	by := e.Return + b.Cleanup
+	for _, f := range h {
+		if f.Client != e.Client || f.Return < e.Invoke {
+			continue
+		}
+		switch {
+		case f.Op == OpClose || f.Op == OpCrash || f.Op == OpFault && f.Err == "Crash":
+			return never
+		case f.Op == OpFault && f.Invoke < by:
+			by = max(by, f.Return+b.Cleanup)
+		}
+	}
+	return by
 }

@@ -35,6 +35,9 @@ type ExploreOptions struct {
 	// HistoryDir is where the history of a failed exploration is written, as JSON
 	// lines. Default: the system's temporary directory.
 	HistoryDir string
+	// NoClose keeps Explore from closing clients' Lockers: for a harness whose
+	// clients share one Locker, which a Close would end for all.
+	NoClose bool
 }
 
 func (o *ExploreOptions) withDefaults() ExploreOptions {

@@ -40,7 +40,7 @@ func newFaultPlan(x *explorer) *faultPlan {
 
 func (p *faultPlan) names() []string { return slices.Clone(p.kinds) }
 
-// run injects faults until stop; each lasts from half to twice the short ttl.
+// run injects faults until stop; each lasts from one to four times the short ttl.
 func (p *faultPlan) run(rnd *rand.Rand, stop <-chan struct{}) {
 	if len(p.kinds) == 0 {
 		return
@@ -54,7 +54,7 @@ func (p *faultPlan) run(rnd *rand.Rand, stop <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		p.inject(p.kinds[rnd.IntN(len(p.kinds))], rnd.IntN(p.x.o.Clients), ttl/2+time.Duration(rnd.Int64N(int64(3*ttl/2))), rnd)
+		p.inject(p.kinds[rnd.IntN(len(p.kinds))], rnd.IntN(p.x.o.Clients), ttl+time.Duration(rnd.Int64N(int64(3*ttl))), rnd)
 	}
 }
 

@@ -17,6 +17,8 @@ func (x *explorer) step(i int, rnd *rand.Rand) {
 	ctx, cancel := context.WithTimeout(x.t.Context(), x.deadline(rnd))
 	defer cancel()
 	switch n := rnd.IntN(100); {
+	case n < 3:
+		x.abandon(c, key, rnd)
 	case n < 30:
 		c.acquired(c.locker.TryLock(ctx, key, x.ttl(rnd)))
 	case n < 50:
@@ -56,8 +58,23 @@ func (x *explorer) deadline(rnd *rand.Rand) time.Duration {
 	return x.s.op
 }
 
-// ttl is an acquisition's ttl: 1, 2 or 4 times the suite's short ttl.
+// ttl is an acquisition's or a Renew's ttl: 1, 2 or 4 times the suite's short
+// ttl.
 func (x *explorer) ttl(rnd *rand.Rand) time.Duration { return x.s.ttl << rnd.IntN(3) }
+
+// abandon makes a TryLock with the long ttl under a deadline that may end during
+// the call: a half-made lock that the backend leaves behind then shows as a key
+// held long after. A lease it does get is given back at once.
+func (x *explorer) abandon(c *xclient, key string, rnd *rand.Rand) {
+	ctx, cancel := context.WithTimeout(x.t.Context(), time.Duration(rnd.Int64N(int64(5*time.Millisecond))))
+	l, err := c.locker.TryLock(ctx, key, x.s.long)
+	cancel()
+	if err == nil {
+		uctx, ucancel := context.WithTimeout(x.t.Context(), x.s.op)
+		defer ucancel()
+		_ = c.locker.Unlock(uctx, l)
+	}
+}
 
 // acquired notes a lease that an acquisition returned.
 func (c *xclient) acquired(l distlock.Lease, err error) {
@@ -105,8 +122,9 @@ func (c *xclient) renewed(l, next distlock.Lease, err error) {
 // hold holds l with distlock.Hold for a while, then releases it.
 func (x *explorer) hold(c *xclient, rnd *rand.Rand, l distlock.Lease) {
 	ttl := max(l.Remaining(), x.s.ttl)
+	start := time.Now()
 	h := distlock.Hold(x.t.Context(), c.locker, l, &distlock.HoldOptions{TTL: ttl})
-	context.AfterFunc(h.Context(), func() { c.rec.heldEnd(h.Lease(), time.Now()) })
+	context.AfterFunc(h.Context(), func() { c.rec.heldEnd(h.Lease(), start, time.Now()) })
 	sleepCtx(h.Context(), time.Duration(rnd.Int64N(int64(3*x.s.ttl))))
 	ctx, cancel := context.WithTimeout(x.t.Context(), x.deadline(rnd))
 	defer cancel()
@@ -143,7 +161,7 @@ func (x *explorer) invalid(c *xclient, ctx context.Context, rnd *rand.Rand) {
 // close closes client i's Locker, when it has Close, and replaces the client.
 func (x *explorer) close(i int, c *xclient) {
 	cl, ok := c.c.Locker.(closer)
-	if !ok {
+	if !ok || x.o.NoClose {
 		return
 	}
 	c.mu.Lock()

@@ -18,7 +18,10 @@ func (x *explorer) finish() {
 	x.release()
 	x.liveness()
 	b := Bounds{Ctx: x.s.ctxBound, Clock: schedAllowance, Grace: x.s.grace, Session: x.s.h.Caps.SessionExpiry,
-		Recovery: x.s.faultTimeout + 4*x.s.ttl + x.s.grace}
+		Recovery: x.s.faultTimeout + 4*x.s.ttl + x.s.grace, Cleanup: x.s.op + x.s.ctxBound}
+	if _, ok := x.client(0).c.Locker.(distlock.Waiter); ok {
+		b.Wait = x.s.waitBound + x.s.ctxBound
+	}
 	h := x.hist.events()
 	vs := append(Check(h, b), x.broken...)
 	if len(vs) == 0 {
@@ -42,7 +45,7 @@ func (x *explorer) release() {
 			_ = c.locker.Unlock(ctx, l)
 			cancel()
 		}
-		if cl, ok := c.c.Locker.(closer); ok {
+		if cl, ok := c.c.Locker.(closer); ok && !x.o.NoClose {
 			inv := time.Now()
 			err := cl.Close()
 			c.rec.closed(OpClose, inv, time.Now(), err)

@@ -22,7 +22,7 @@ type Event struct {
 	// Deadline is the call's context timeout, 0 for none.
 	Deadline time.Duration `json:"deadline,omitempty"`
 	// Invoke and Return are when the call started and returned; for OpHeldEnd,
-	// both are when the Held's Context ended.
+	// when Hold was called and when the Held's Context ended.
 	Invoke time.Duration `json:"invoke"`
 	Return time.Duration `json:"return"`
 	// Token and Fence name the lease: the one returned (TryLock, Lock, Renew) or

@@ -84,20 +84,30 @@ func TestMutantTarget(t *testing.T) {
 			m = mm
 		}
 	}
-	switch {
-	case m.name == "":
+	if m.name == "" {
 		t.Fatalf("unknown mutant %q", name)
-	case m.broken == nil: // a client- or cluster-side bug: memlock behind simnet
-		conformance.Run(t, simHarness(newMemlock, m.bugs, m.server))
-	default: // a broken table, called directly
-		shared := m.broken()
-		conformance.Run(t, conformance.Harness{
-			NewClient: func(t testing.TB) conformance.Client {
-				return conformance.Client{Locker: shared, Crash: func() {}}
-			},
-			Caps: conformance.Capabilities{MaxKeyLen: memlock.MaxKeyLen},
-		})
 	}
+	h, shared := mutantHarness(m)
+	if seeds := os.Getenv("DISTLOCK_EXPLORE"); seeds != "" {
+		exploreMutant(t, h, shared, seeds)
+		return
+	}
+	conformance.Run(t, h)
+}
+
+// mutantHarness is m's harness: memlock behind simnet with m's client- or
+// cluster-side bugs, or m's broken table called directly by clients that share it.
+func mutantHarness(m mutant) (h conformance.Harness, shared bool) {
+	if m.broken == nil {
+		return simHarness(newMemlock, m.bugs, m.server), false
+	}
+	table := m.broken()
+	return conformance.Harness{
+		NewClient: func(t testing.TB) conformance.Client {
+			return conformance.Client{Locker: table, Crash: func() {}}
+		},
+		Caps: conformance.Capabilities{MaxKeyLen: memlock.MaxKeyLen},
+	}, true
 }
 
 // sessionModel names simSession without its bug, for TestSessionModel.

@@ -66,11 +66,18 @@ func (r recorder) call(ctx context.Context, op, key string, ttl time.Duration, a
 	ret := time.Now()
 	e := Event{Client: r.client, Op: op, Key: key, TTL: ttl, Deadline: deadline, Invoke: r.h.at(inv), Return: r.h.at(ret),
 		Token: arg.Token, Fence: arg.Fence, Outcome: outcome(err)}
-	if err == nil && (op == OpTryLock || op == OpRenew || op == OpLock) {
-		e.Token, e.Fence, e.Expires = lease.Token, lease.Fence, r.h.at(lease.Expires)
-	}
-	if err != nil {
+	switch {
+	case err != nil:
 		e.Err = err.Error()
+	case op == OpRenew:
+		// The lease renewed keeps its Token; a Renew that returns another lease
+		// says so in Err (Check reports it).
+		e.Fence, e.Expires = lease.Fence, r.h.at(lease.Expires)
+		if lease.Token != arg.Token {
+			e.Err = "returned the lease of token " + lease.Token
+		}
+	case op == OpTryLock || op == OpLock:
+		e.Token, e.Fence, e.Expires = lease.Token, lease.Fence, r.h.at(lease.Expires)
 	}
 	r.h.add(e)
 	return lease, err
@@ -95,9 +102,9 @@ func (r recorder) lock(ctx context.Context, key string, ttl time.Duration) (dist
 	return r.call(ctx, OpLock, key, ttl, distlock.Lease{}, func() (distlock.Lease, error) { return distlock.Lock(ctx, r.l, key, ttl, nil) })
 }
 
-// heldEnd records the end of a Held's Context at t.
-func (r recorder) heldEnd(lease distlock.Lease, t time.Time) {
-	r.h.add(Event{Client: r.client, Op: OpHeldEnd, Key: lease.Key, Invoke: r.h.at(t), Return: r.h.at(t), Token: lease.Token, Fence: lease.Fence})
+// heldEnd records a Held of lease made at start whose Context ended at end.
+func (r recorder) heldEnd(lease distlock.Lease, start, end time.Time) {
+	r.h.add(Event{Client: r.client, Op: OpHeldEnd, Key: lease.Key, Invoke: r.h.at(start), Return: r.h.at(end), Token: lease.Token, Fence: lease.Fence})
 }
 
 // closed records the client's Close (or, for a session backend, its crash): its
