@@ -35,9 +35,6 @@ type ExploreOptions struct {
 	// HistoryDir is where the history of a failed exploration is written, as JSON
 	// lines. Default: the system's temporary directory.
 	HistoryDir string
-	// NoClose keeps Explore from closing clients' Lockers: for a harness whose
-	// clients share one Locker, which a Close would end for all.
-	NoClose bool
 }
 
 func (o *ExploreOptions) withDefaults() ExploreOptions {
@@ -106,6 +103,13 @@ type explorer struct {
 	clients []*xclient
 	next    int // the next client's number
 	broken  []Violation
+	noClose bool
+}
+
+// sameLocker reports whether a and b are the same Locker.
+func sameLocker(a, b distlock.Locker) (same bool) {
+	defer func() { _ = recover() }() // an incomparable Locker is not shared
+	return a == b
 }
 
 // An xclient is one client of an exploration, replaced when it is closed or
@@ -133,6 +137,9 @@ func newExplorer(t *testing.T, s *suite, o ExploreOptions) *explorer {
 	for i := range x.clients {
 		x.clients[i] = x.newClient()
 	}
+	// Clients that share one Locker (an in-process backend's harness) are never
+	// closed: a Close would end them all.
+	x.noClose = sameLocker(x.clients[0].c.Locker, x.clients[len(x.clients)-1].c.Locker)
 	x.faults = newFaultPlan(x)
 	return x
 }

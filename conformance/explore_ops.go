@@ -35,7 +35,7 @@ func (x *explorer) step(i int, rnd *rand.Rand) {
 			x.hold(c, rnd, l)
 		}
 	case n < 85:
-		lctx, lcancel := context.WithTimeout(x.t.Context(), x.s.ttl/2+time.Duration(rnd.Int64N(int64(3*x.s.ttl))))
+		lctx, lcancel := context.WithTimeout(x.t.Context(), x.s.ttl/2+time.Duration(rnd.Int64N(int64(3*x.s.ttl+2*x.s.waitBound))))
 		defer lcancel()
 		c.acquired(c.rec.lock(lctx, key, x.ttl(rnd)))
 	case n < 92:
@@ -135,7 +135,10 @@ func (x *explorer) hold(c *xclient, rnd *rand.Rand, l distlock.Lease) {
 func (x *explorer) invalid(c *xclient, ctx context.Context, rnd *rand.Rand) {
 	var err error
 	var what string
-	switch rnd.IntN(3) {
+	switch rnd.IntN(4) {
+	case 3:
+		x.cancelled(c, rnd)
+		return
 	case 0:
 		what = "TryLock with ttl 0"
 		_, err = c.c.Locker.TryLock(ctx, x.keys[0], 0)
@@ -161,7 +164,7 @@ func (x *explorer) invalid(c *xclient, ctx context.Context, rnd *rand.Rand) {
 // close closes client i's Locker, when it has Close, and replaces the client.
 func (x *explorer) close(i int, c *xclient) {
 	cl, ok := c.c.Locker.(closer)
-	if !ok || x.o.NoClose {
+	if !ok || x.noClose {
 		return
 	}
 	c.mu.Lock()
@@ -175,4 +178,23 @@ func (x *explorer) close(i int, c *xclient) {
 	err := cl.Close()
 	c.rec.closed(OpClose, inv, time.Now(), err)
 	x.replace(i, c)
+}
+
+// cancelled makes a TryLock with a context already cancelled: it must fail with
+// the context's error, not ErrLocked, and lock nothing (rule 6).
+func (x *explorer) cancelled(c *xclient, rnd *rand.Rand) {
+	ctx, cancel := context.WithCancel(x.t.Context())
+	cancel()
+	key := x.keys[rnd.IntN(len(x.keys))]
+	l, err := c.locker.TryLock(ctx, key, x.s.ttl)
+	switch {
+	case err == nil:
+		x.fail(Violation{Rule: rContext, What: fmt.Sprintf("TryLock(%s) with a cancelled context succeeded (fence %d)", short(key), l.Fence)})
+		uctx, ucancel := context.WithTimeout(x.t.Context(), x.s.op)
+		defer ucancel()
+		_ = c.locker.Unlock(uctx, l)
+	case errors.Is(err, distlock.ErrClosed):
+	case !errors.Is(err, context.Canceled):
+		x.fail(Violation{Rule: rContext, What: fmt.Sprintf("TryLock(%s) with a cancelled context: got %v, want an error wrapping context.Canceled", short(key), err)})
+	}
 }

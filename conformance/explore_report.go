@@ -45,7 +45,7 @@ func (x *explorer) release() {
 			_ = c.locker.Unlock(ctx, l)
 			cancel()
 		}
-		if cl, ok := c.c.Locker.(closer); ok && !x.o.NoClose {
+		if cl, ok := c.c.Locker.(closer); ok && !x.noClose {
 			inv := time.Now()
 			err := cl.Close()
 			c.rec.closed(OpClose, inv, time.Now(), err)

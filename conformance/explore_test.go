@@ -25,14 +25,14 @@ const exploreSeconds = 3 * time.Second
 
 // exploreMutant runs Explore on h with up to n seeds (DISTLOCK_EXPLORE=n), one
 // subtest each; with -test.failfast it stops at the first seed that finds the bug.
-func exploreMutant(t *testing.T, h conformance.Harness, shared bool, n string) {
+func exploreMutant(t *testing.T, h conformance.Harness, n string) {
 	seeds, err := strconv.Atoi(n)
 	if err != nil || seeds < 1 {
 		t.Fatalf("DISTLOCK_EXPLORE=%q: want a number of seeds", n)
 	}
 	for i := range seeds {
 		t.Run(fmt.Sprint("seed", i+1), func(t *testing.T) {
-			conformance.Explore(t, h, &conformance.ExploreOptions{Seed: uint64(i + 1), Duration: exploreSeconds, NoClose: shared, HistoryDir: t.TempDir()})
+			conformance.Explore(t, h, &conformance.ExploreOptions{Seed: uint64(i + 1), Duration: exploreSeconds, HistoryDir: t.TempDir()})
 		})
 	}
 }

@@ -87,9 +87,9 @@ func TestMutantTarget(t *testing.T) {
 	if m.name == "" {
 		t.Fatalf("unknown mutant %q", name)
 	}
-	h, shared := mutantHarness(m)
+	h := mutantHarness(m)
 	if seeds := os.Getenv("DISTLOCK_EXPLORE"); seeds != "" {
-		exploreMutant(t, h, shared, seeds)
+		exploreMutant(t, h, seeds)
 		return
 	}
 	conformance.Run(t, h)
@@ -97,9 +97,9 @@ func TestMutantTarget(t *testing.T) {
 
 // mutantHarness is m's harness: memlock behind simnet with m's client- or
 // cluster-side bugs, or m's broken table called directly by clients that share it.
-func mutantHarness(m mutant) (h conformance.Harness, shared bool) {
+func mutantHarness(m mutant) conformance.Harness {
 	if m.broken == nil {
-		return simHarness(newMemlock, m.bugs, m.server), false
+		return simHarness(newMemlock, m.bugs, m.server)
 	}
 	table := m.broken()
 	return conformance.Harness{
@@ -107,7 +107,7 @@ func mutantHarness(m mutant) (h conformance.Harness, shared bool) {
 			return conformance.Client{Locker: table, Crash: func() {}}
 		},
 		Caps: conformance.Capabilities{MaxKeyLen: memlock.MaxKeyLen},
-	}, true
+	}
 }
 
 // sessionModel names simSession without its bug, for TestSessionModel.

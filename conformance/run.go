@@ -21,6 +21,11 @@
 // keeps state across the messages of a connection (gRPC over HTTP/2), use Stall, which
 // holds them and delivers them after heal, as TCP does.
 //
+// Run ends with a short Explore (its subtest "Explore"): seeded random schedules of
+// many clients, leases and faults, checked against the contract; run it alone, and
+// longer, with -run 'Conformance/Explore' -conformance.explore=60s, and replay a
+// failure's schedule with -conformance.seed.
+//
 // Every rule of the contract (see distlock.Locker) is a subtest named after it, and
 // every failure message starts with the rule it breaks, e.g. "rule 2 (owner check)".
 // Optional interfaces (distlock.Waiter, Inspector, LossNotifier, LossWatcher) are found by type
@@ -144,6 +149,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("CloseDuringPartition", s.testCloseDuringPartition)
 		t.Run("CloseDuringPause", s.testCloseDuringPause)
 	})
+	t.Run("Explore", func(t *testing.T) { Explore(t, h, nil) })
 }
 
 // newSuite checks h and resolves its parameters.
