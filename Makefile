@@ -8,7 +8,7 @@
 GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 60m
 
-.PHONY: run test vet tidy install matrix render
+.PHONY: run test vet tidy install matrix render explore
 
 run:
 	$(GO) run ./cmd/distlock run job -- echo "hi from under the lock"
@@ -32,6 +32,15 @@ test: install tidy vet
 	$(GO) test -count=1 -run '^TestAllocs' ./etcdlock/
 	cd examples/ownbackend && $(GO) vet ./... && $(GO) test $(TEST_FLAGS) ./...
 	$(MAKE) -C benchmarks smoke
+
+# A long exploration of one backend: `make explore BACKEND=zklock SECONDS=120`
+# runs the Explore subtest of every conformance test of ./$(BACKEND) for SECONDS
+# each (make test runs 5s); SEED=n replays the schedule a failure printed.
+BACKEND ?= memlock
+SECONDS ?= 60
+explore: install
+	$(GO) test -race -count=1 -timeout 120m -run 'Conformance.*/Explore$$' -v ./$(BACKEND)/ \
+		-args -conformance.explore=$(SECONDS)s $(if $(SEED),-conformance.seed=$(SEED))
 
 matrix:
 	$(MAKE) -C benchmarks matrix

@@ -76,6 +76,7 @@ var AllFacts = []Facts{
 			Failover:    oneRedis.Failover + "; CheckServer reports replicas",
 			Clocks:      oneRedis.Clocks,
 			Timeouts:    "ttl rounded up to whole ms, counted before the request; a reply after the ttl is an error, not an expired lease",
+			Other:       "no proxy or network holds a request for more than 5 minutes: a TryLock that arrives later than that after its abandoned attempt's cleanup holds the key for its ttl under no one's token (each abandoned attempt leaves a 5-minute marker key)",
 		},
 	},
 	{
@@ -89,7 +90,7 @@ var AllFacts = []Facts{
 		Safe: Safety{
 			Eviction:    "maxmemory-policy noeviction on every master; Locker.CheckServer reports others",
 			Persistence: "each master keeps every write (appendfsync always) or comes back empty (appendonly no, save \"\"): an empty master is kept out of quorums for 1.1 x MaxTTL plus drift; one back with old data (an RDB snapshot, writes lost with everysec) is not detected and breaks exclusion and fences",
-			Failover:    "none: independent standalone masters (a promoted replica is a master that forgot locks, undetected); fewer than a quorum lose their data within MaxTTL of each other",
+			Failover:    "none: independent standalone masters (a promoted replica is a master that forgot locks, undetected); at most N - quorum masters are lost at a time, a master counting as lost from its data loss until it has its fence era again (about 1.2 x MaxTTL later while a Locker that saw it empty stays open); more lost at once: TryLock refuses until an operator starts the deployment again (Options.FenceFloor)",
 			Clocks:      "masters' and clients' clocks run at nearly the same rate: the drift allowance is ttl x DriftFactor (0.01) + DriftConst (2ms); no forward jumps",
 			Timeouts:    "every Locker of the masters has the same Options.MaxTTL (the longest ttl; it sets the quarantine of a master that came back empty)",
 		},

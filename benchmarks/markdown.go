@@ -239,7 +239,18 @@ func factsTables(b *strings.Builder, h string, rep *Report) {
 		p("| %s | %s | %s | %s | %s | %s | %s |\n", f.Subject, orDash(s.Eviction), orDash(s.Persistence), orDash(s.Failover), orDash(s.Clocks), orDash(s.Timeouts), orDash(s.Other))
 	}
 	p("\n")
+	p("%s\n\n", safeTestedBy)
 }
+
+// safeTestedBy says which faults of the conformance suite and its exploration
+// (conformance.Explore) test the assumptions of each topic of the Safe while table.
+const safeTestedBy = "How our backends are tested against these, topic by topic (`conformance.Run` and its exploration, `conformance.Explore`, which injects the faults at random while many clients call): " +
+	"*persistence and restarts*: RestartServer, and LoseMinority (a minority restarted empty; RedLock: masters restarted empty, pairs and singles over time in redlock's TestLossWalk); " +
+	"*failover and replication*: ChangeLeader, IsolateServer (a member cut off from its peers while its clients still reach it), LoseMinority; " +
+	"*clocks*: PauseServer (the servers stopped, then resumed with their clocks moved on) and Delay; " +
+	"*ttl and timeouts*: Partition, Delay and PauseServer with a deadline on every call, a Renew just after Expires, Hold with a partitioned client; " +
+	"*other*: Crash (the process gone, its session ended), Close during an outage, abandoned attempts. " +
+	"Eviction is not injected (no fault evicts keys): `CheckServer` reports the setting. Each backend's test log names the faults its harness offers and the ones NOT RUN."
 
 func orDash(s string) string {
 	if s == "" {
