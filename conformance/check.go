@@ -43,15 +43,42 @@ type Violation struct {
 
 func (v Violation) String() string { return v.Rule + ": " + v.What }
 
-// A window is a held lease of a history, as its holder saw it: from the return of its
-// acquisition until the latest Expires it was told, cut at the invocation of its
-// first Unlock (the holder stops using a lease before it gives it up).
+// A window is a held lease of a history, as its holder saw it: each successful
+// acquisition or Renew told it the lease holds from its return until the Expires
+// it returned (grants), until the holder let it go (cut): the invocation of its
+// first Unlock, or its client's Close (the holder stops using a lease before it
+// gives it up). A Renew or Unlock of unknown outcome told it nothing.
 type window struct {
 	key, token string
 	fence      uint64
 	acquire    Event
-	start, end time.Duration
-	events     []Event // the acquisition, then its other calls in history order
+	start      time.Duration // the acquisition's return
+	grants     []interval
+	cut        time.Duration // -1 while the holder did not let it go
+	events     []Event       // the acquisition, then its other calls in history order
+}
+
+type interval struct{ from, to time.Duration }
+
+// held returns the stretches in which w's holder believed it held the key.
+func (w *window) held() []interval {
+	var r []interval
+	for _, g := range w.grants {
+		if w.cut >= 0 {
+			g.to = min(g.to, w.cut)
+		}
+		if g.to > g.from {
+			r = append(r, g)
+		}
+	}
+	return r
+}
+
+// letGo records that the holder let the lease go at t.
+func (w *window) letGo(t time.Duration) {
+	if w.cut < 0 || t < w.cut {
+		w.cut = t
+	}
 }
 
 // Check returns the violations of the contract's rules in history h: rule 1 (two
@@ -108,14 +135,15 @@ func leasesOf(h []Event) map[string]*window {
 		l := leases[e.Token]
 		switch {
 		case l == nil && (e.Op == OpTryLock || e.Op == OpLock) && e.Outcome == "":
-			l = &window{key: e.Key, token: e.Token, fence: e.Fence, acquire: e, start: e.Return, end: e.Expires}
+			l = &window{key: e.Key, token: e.Token, fence: e.Fence, acquire: e, start: e.Return, cut: -1,
+				grants: []interval{{e.Return, e.Expires}}}
 			leases[e.Token] = l
 		case l == nil:
 			continue
-		case e.Op == OpRenew && e.Outcome == "" && e.Return < l.end:
-			l.end = max(l.end, e.Expires)
-		case e.Op == OpUnlock && e.Invoke < l.end:
-			l.end = max(e.Invoke, l.start)
+		case e.Op == OpRenew && e.Outcome == "":
+			l.grants = append(l.grants, interval{e.Return, e.Expires})
+		case e.Op == OpUnlock:
+			l.letGo(e.Invoke)
 		}
 		l.events = append(l.events, e)
 	}
@@ -124,8 +152,11 @@ func leasesOf(h []Event) map[string]*window {
 			continue
 		}
 		for _, l := range leases {
-			if l.acquire.Client == e.Client && e.Invoke < l.end {
-				l.end = max(e.Invoke, l.start)
+			if l.acquire.Client == e.Client && e.Invoke < l.start {
+				continue
+			}
+			if l.acquire.Client == e.Client {
+				l.letGo(e.Invoke)
 				l.events = append(l.events, e)
 			}
 		}
@@ -151,11 +182,12 @@ func checkExclusion(leases map[string]*window) []Violation {
 	for key, ls := range byKey(leases) {
 		for i, a := range ls {
 			for _, b := range ls[i+1:] {
-				if b.start >= a.end {
+				at, over := overlap(a.held(), b.held())
+				if over <= 0 {
 					continue
 				}
-				vs = append(vs, Violation{rMutex, fmt.Sprintf("key %s: client %d acquired (fence %d) %v before client %d's lease (fence %d) ended",
-					short(key), b.acquire.Client, b.fence, a.end-b.start, a.acquire.Client, a.fence), append(slices.Clone(a.events), b.events...)})
+				vs = append(vs, Violation{rMutex, fmt.Sprintf("key %s: client %d (fence %d) and client %d (fence %d) both held it for %v from %v",
+					short(key), a.acquire.Client, a.fence, b.acquire.Client, b.fence, over, at), append(slices.Clone(a.events), b.events...)})
 			}
 		}
 	}
@@ -202,4 +234,18 @@ func checkHeld(h []Event, leases map[string]*window, b Bounds) []Violation {
 		}
 	}
 	return vs
+}
+
+// overlap returns the start and length of the first overlap of two sets of
+// intervals (0 when none).
+func overlap(a, b []interval) (at, length time.Duration) {
+	for _, x := range a {
+		for _, y := range b {
+			from, to := max(x.from, y.from), min(x.to, y.to)
+			if to > from {
+				return from, to - from
+			}
+		}
+	}
+	return 0, 0
 }

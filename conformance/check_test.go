@@ -63,10 +63,15 @@ func TestCheckExclusion(t *testing.T) {
 			renew(1, "k", "a", 50*mS, 95*mS, 100*mS, OutCtx),
 			acq(2, "k", "b", 2, 120*mS, 130*mS, 100*mS),
 		}, nil},
-		{"a Renew that returned after Expires extends nothing", []Event{
+		{"a Renew that returned after Expires still told its holder", []Event{
 			acq(1, "k", "a", 1, 0, 5*mS, 100*mS),
 			renew(1, "k", "a", 50*mS, 101*mS, 100*mS, ""),
 			acq(2, "k", "b", 2, 110*mS, 120*mS, 100*mS),
+		}, []string{rMutex}},
+		{"acquired in the gap before a late Renew's return, and expired before it", []Event{
+			acq(1, "k", "a", 1, 0, 5*mS, 100*mS),
+			renew(1, "k", "a", 50*mS, 120*mS, 100*mS, ""),
+			acq(2, "k", "b", 2, 100*mS, 101*mS, 10*mS),
 		}, nil},
 		{"unlocked, then acquired during the Unlock", []Event{
 			acq(1, "k", "a", 1, 0, 5*mS, time.Second),

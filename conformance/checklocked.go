@@ -12,6 +12,7 @@ import (
 // reached the server, and cut by an Unlock that returned nil.
 type span struct {
 	from, to time.Duration
+	expires  time.Duration // the latest Expires it was, or may have been, given
 	events   []Event
 }
 
@@ -35,13 +36,14 @@ func maybeHeld(h []Event, b Bounds) map[string][]*span {
 			if e.Outcome != "" {
 				to = min(to, cleanedBy(h, e, b))
 			}
-			sp := &span{from: e.Invoke, to: to, events: []Event{e}}
+			sp := &span{from: e.Invoke, to: to, expires: max(e.Expires, e.Return+e.TTL), events: []Event{e}}
 			if e.Token != "" {
 				byToken[e.Token] = sp
 			}
 			keys[e.Key] = append(keys[e.Key], sp)
 		case e.Op == OpRenew && e.Outcome != OutNotHeld && e.Outcome != OutInvalid && byToken[e.Token] != nil:
 			sp := byToken[e.Token]
+			sp.expires = max(sp.expires, e.Invoke+e.TTL)
 			if !b.Session {
 				sp.to = max(sp.to, e.Invoke+e.TTL+b.Grace)
 			}
@@ -52,15 +54,21 @@ func maybeHeld(h []Event, b Bounds) map[string][]*span {
 			sp.events = append(sp.events, e)
 		}
 	}
-	if b.Session { // a closed or crashed client's nodes go with a grace
+	if b.Session {
+		// A crashed client's session ends, and its nodes with it; a closed client
+		// deletes its nodes, at the latest when their Expires passes.
 		for _, e := range h {
 			if e.Op != OpClose && e.Op != OpCrash {
 				continue
 			}
 			for _, sps := range keys {
 				for _, sp := range sps {
-					if sp.events[0].Client == e.Client && sp.to == forever {
-						sp.to = e.Return + b.Grace
+					if sp.events[0].Client != e.Client || sp.to != forever {
+						continue
+					}
+					sp.to = e.Return + b.Grace
+					if e.Op == OpClose {
+						sp.to = max(sp.expires, e.Return) + b.Grace
 					}
 				}
 			}

@@ -29,16 +29,19 @@ func newFaultPlan(x *explorer) *faultPlan {
 		"ChangeLeader":  f.ChangeLeader != nil, "LoseMinority": f.LoseMinority != nil,
 	}
 	for _, name := range faultNames {
-		if offered[name] {
-			p.kinds = append(p.kinds, name)
-		} else {
+		switch {
+		case !offered[name]:
 			p.missing = append(p.missing, name)
+		case name == "Partition" || name == "Delay":
+			p.kinds = append(p.kinds, name, name) // the common faults come twice as often
+		default:
+			p.kinds = append(p.kinds, name)
 		}
 	}
 	return p
 }
 
-func (p *faultPlan) names() []string { return slices.Clone(p.kinds) }
+func (p *faultPlan) names() []string { return slices.Compact(slices.Clone(p.kinds)) }
 
 // run injects faults until stop; each lasts from one to four times the short ttl.
 func (p *faultPlan) run(rnd *rand.Rand, stop <-chan struct{}) {

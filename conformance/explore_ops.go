@@ -21,9 +21,17 @@ func (x *explorer) step(i int, rnd *rand.Rand) {
 		x.abandon(c, key, rnd)
 	case n < 30:
 		c.acquired(c.locker.TryLock(ctx, key, x.ttl(rnd)))
-	case n < 50:
+	case n < 45:
 		if l, ok := c.pick(rnd, false); ok {
 			next, err := c.locker.Renew(ctx, l, x.ttl(rnd)) // longer, equal or shorter
+			c.renewed(l, next, err)
+		}
+	case n < 50:
+		// A Renew just before Expires races whatever ends the lease then (a loss
+		// monitor, a reaper, the server's expiry).
+		if l, ok := c.pick(rnd, false); ok {
+			sleepCtx(ctx, time.Until(l.Expires)-time.Duration(rnd.Int64N(int64(2*time.Millisecond))))
+			next, err := c.locker.Renew(ctx, l, x.ttl(rnd))
 			c.renewed(l, next, err)
 		}
 	case n < 65:

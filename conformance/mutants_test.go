@@ -28,6 +28,9 @@ type mutant struct {
 	// under TestMutantTarget): for a mutant of a partial model, such as simSession,
 	// which models a session client's clean-up and not the rest of a backend.
 	only string
+	// exploreOnly marks a mutant that only Explore can catch (a race that no
+	// fixed scenario hits but by luck): TestMutants leaves it to TestMutantsExplore.
+	exploreOnly bool
 }
 
 var mutants = []mutant{
@@ -52,6 +55,7 @@ var mutants = []mutant{
 	{name: "batch-waits-for-latest-deadline", catch: "rule 6 (context)", bugs: clientBugs{batchRenew: true}},
 	{name: "close-gives-up-cleanup", catch: "rule 4 (expiry)", bugs: clientBugs{session: 2}, only: "Faults/CloseDuring"},
 	{name: "renew-in-server-grace", catch: "rule 2 (owner check)", broken: func() distlock.Locker { return &renewInGrace{memlock.New()} }},
+	{name: "renew-races-reaper", catch: "rule 1 (mutual exclusion)", bugs: clientBugs{session: 3}, exploreOnly: true},
 	{name: "bare-errors", catch: "rule 5 (errors)", broken: func() distlock.Locker { return &bareErrors{memlock.New()} }},
 	{name: "returns-expired-lease", catch: "Lease contract", bugs: clientBugs{expiredLease: true}},
 	{name: "renew-shortens", catch: "rule 1 (mutual exclusion)", server: serverBugs{renewShortens: true}},
@@ -135,6 +139,9 @@ func TestMutants(t *testing.T) {
 	}
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	for _, m := range mutants {
+		if m.exploreOnly {
+			continue
+		}
 		t.Run("mutant_"+m.name, func(t *testing.T) {
 			t.Parallel()
 			sem <- struct{}{}

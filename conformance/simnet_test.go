@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -124,8 +125,8 @@ type clientBugs struct {
 	expiredLease  bool // return a lease whose ttl ran out during the round trip
 	deafRenew     bool // Renew ignores its ctx while the network does not answer
 	batchRenew    bool // Renews share a batch whose ctx ends with its last caller's
-	// session makes the client a simSession (1), or one whose Close gives up the
-	// deletion of its expired locks (2).
+	// session makes the client a simSession (1), one whose Close gives up the
+	// deletion of its expired locks (2), or one whose Renew races its reaper (3).
 	session int
 }
 
@@ -185,6 +186,9 @@ func roundTrip[T any](ctx context.Context, c *simClient, op func() (T, error), a
 	c.mu.Lock()
 	cut, d, closed := c.cut, c.delay, c.closed
 	c.mu.Unlock()
+	// Every request and reply takes up to half a millisecond, as on a real
+	// network, so that races between a reply and a timer have a window.
+	d += time.Duration(rand.Int64N(int64(500 * time.Microsecond)))
 	if closed {
 		return zero, errors.New("simnet: client closed")
 	}
@@ -280,6 +284,9 @@ func (c *simClient) renew(ctx context.Context, l distlock.Lease, ttl time.Durati
 		return l, err
 	}
 	start := time.Now()
+	if !start.Before(l.Expires) && !c.bugs.localRenew && !c.bugs.staleRenew {
+		return l, fmt.Errorf("simnet: Renew after the lease's Expires: %w", distlock.ErrNotHeld)
+	}
 	if c.bugs.localRenew && l.Remaining() > 0 {
 		l.Expires = start.Add(ttl)
 		return l, nil
@@ -411,6 +418,10 @@ func simHarness(newTable func() distlock.Locker, bugs clientBugs, sbugs serverBu
 		defer c.mu.Unlock()
 		f()
 	}
+	caps := conformance.Capabilities{MaxKeyLen: 1 << 16}
+	if bugs.session != 0 {
+		caps.SessionExpiry = true // a crash ends the session: the server drops its locks
+	}
 	return conformance.Harness{
 		NewClient: func(t testing.TB) conformance.Client {
 			t.Cleanup(srv.flight.Wait)
@@ -422,7 +433,7 @@ func simHarness(newTable func() distlock.Locker, bugs clientBugs, sbugs serverBu
 			crash := func() { set(c, func() { c.closed = true }) }
 			switch {
 			case bugs.session != 0:
-				ss := newSimSession(c, bugs.session == 2)
+				ss := newSimSession(c, bugs.session == 2, bugs.session == 3)
 				t.Cleanup(ss.wait)
 				l, crash = ss, func() { set(c, func() { c.closed = true }); ss.crash() }
 			case full:
@@ -442,7 +453,7 @@ func simHarness(newTable func() distlock.Locker, bugs clientBugs, sbugs serverBu
 				IsolateServer: func() func() { return srv.isolate(c.member) },
 			}
 		},
-		Caps: conformance.Capabilities{MaxKeyLen: 1 << 16},
+		Caps: caps,
 		Faults: conformance.Faults{
 			PauseServer: func(t *testing.T) func() {
 				resume := srv.pause()

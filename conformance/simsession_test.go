@@ -22,9 +22,11 @@ const sessionTTL = time.Hour
 type simSession struct {
 	*simClient
 	givesUp bool
+	racy    bool // Renew does not check again, after the server's answer, that its lock was not reaped meanwhile
 
 	mu     sync.Mutex
 	closed bool
+	ended  bool // crashed: the session is over
 	locks  map[string]*simSessionLock // by token
 	wg     sync.WaitGroup
 }
@@ -34,10 +36,11 @@ type simSessionLock struct {
 	expires time.Time      // the latest Expires the client returned
 	timer   *time.Timer
 	gone    bool
+	reaped  bool // the reaper is done (a racy Renew may arm the timer again)
 }
 
-func newSimSession(c *simClient, givesUp bool) *simSession {
-	return &simSession{simClient: c, givesUp: givesUp, locks: map[string]*simSessionLock{}}
+func newSimSession(c *simClient, givesUp, racy bool) *simSession {
+	return &simSession{simClient: c, givesUp: givesUp, racy: racy, locks: map[string]*simSessionLock{}}
 }
 
 func (s *simSession) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
@@ -51,8 +54,18 @@ func (s *simSession) TryLock(ctx context.Context, key string, ttl time.Duration)
 	}
 	lease := tl
 	lease.Expires = start.Add(ttl)
+	if lease.Remaining() <= 0 { // the reply came after the ttl: give the lock back
+		_ = s.simClient.unlock(context.WithoutCancel(ctx), tl)
+		return distlock.Lease{}, simErr("TryLock", key, errors.New("simnet: the reply came after the ttl"))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.ended {
+		// The session ended while the request was in flight: the server drops
+		// the lock with the session.
+		_ = s.srv.table().Unlock(context.Background(), tl)
+		return distlock.Lease{}, simErr("TryLock", key, errors.New("simnet: the session ended"))
+	}
 	sl := &simSessionLock{lease: tl, expires: lease.Expires}
 	s.locks[tl.Token] = sl
 	s.wg.Add(1)
@@ -70,7 +83,7 @@ func (s *simSession) Renew(ctx context.Context, l distlock.Lease, ttl time.Durat
 	start := time.Now()
 	s.mu.Lock()
 	sl := s.locks[l.Token]
-	if sl == nil || sl.lease.Key != l.Key || sl.gone || !time.Now().Before(sl.expires) {
+	if sl == nil || sl.lease.Key != l.Key || sl.gone || !start.Before(l.Expires) || !start.Before(sl.expires) {
 		s.mu.Unlock()
 		return l, simErr("Renew", l.Key, distlock.ErrNotHeld)
 	}
@@ -81,11 +94,14 @@ func (s *simSession) Renew(ctx context.Context, l distlock.Lease, ttl time.Durat
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if sl.gone || !time.Now().Before(sl.expires) {
+	if !s.racy && (sl.gone || !time.Now().Before(sl.expires)) {
 		return l, simErr("Renew", l.Key, distlock.ErrNotHeld)
 	}
 	next := l
 	next.Expires = start.Add(ttl)
+	if next.Remaining() <= 0 {
+		return l, simErr("Renew", l.Key, errors.New("simnet: the reply came after the ttl"))
+	}
 	if next.Expires.After(sl.expires) {
 		sl.expires = next.Expires
 		sl.timer.Reset(time.Until(sl.expires))
@@ -112,6 +128,10 @@ func (s *simSession) Unlock(ctx context.Context, l distlock.Lease) error {
 func (s *simSession) reap(sl *simSessionLock) {
 	for {
 		s.mu.Lock()
+		if sl.reaped {
+			s.mu.Unlock()
+			return
+		}
 		if until := time.Until(sl.expires); until > 0 { // renewed meanwhile
 			sl.timer.Reset(until)
 			s.mu.Unlock()
@@ -121,18 +141,26 @@ func (s *simSession) reap(sl *simSessionLock) {
 		stop := s.givesUp && s.closed
 		s.mu.Unlock()
 		if stop {
-			s.wg.Done()
+			s.done(sl)
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		err := s.simClient.unlock(ctx, sl.lease)
 		cancel()
 		if err == nil || errors.Is(err, distlock.ErrNotHeld) || s.crashed() {
-			s.wg.Done()
+			s.done(sl)
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// done ends sl's reaper.
+func (s *simSession) done(sl *simSessionLock) {
+	s.mu.Lock()
+	sl.reaped = true
+	s.mu.Unlock()
+	s.wg.Done()
 }
 
 func (s *simSession) crashed() bool {
@@ -145,12 +173,14 @@ func (s *simSession) crashed() bool {
 func (s *simSession) crash() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.ended = true
 	for _, sl := range s.locks {
 		_ = s.srv.table().Unlock(context.Background(), sl.lease)
 	}
 }
 
-// Close stops nothing but, with givesUp, the reapers of locks not yet deleted.
+// Close stops nothing but, with givesUp, the reapers of locks not yet deleted;
+// the locks go at their Expires.
 func (s *simSession) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -163,7 +193,7 @@ func (s *simSession) wait() {
 	s.mu.Lock()
 	for _, sl := range s.locks {
 		if !sl.gone && sl.timer.Stop() {
-			sl.gone = true
+			sl.gone, sl.reaped = true, true
 			s.wg.Done()
 		}
 	}
