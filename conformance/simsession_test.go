@@ -26,7 +26,7 @@ type simSession struct {
 
 	mu     sync.Mutex
 	closed bool
-	ended  bool // crashed: the session is over
+	ended  bool                       // crashed: the session is over
 	locks  map[string]*simSessionLock // by token
 	wg     sync.WaitGroup
 }
