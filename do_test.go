@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backendtest"
+	"github.com/distlock/distlock/internal/locktest"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -260,7 +260,7 @@ func TestDoReleasesOnPanic(t *testing.T) {
 // Expires while a renewal that ignores its ctx is stuck, and Do reports the loss.
 func TestDoEndsFnContextByExpiresWhateverRenewDoes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := backendtest.NewDeafRenew(memlock.New())
+		d := locktest.NewDeafRenew(memlock.New())
 		defer close(d.Release)
 		var expires time.Time
 		err := distlock.Do(t.Context(), d, "job", &distlock.DoOptions{TTL: 3 * time.Second, ReleaseTimeout: 100 * time.Millisecond},

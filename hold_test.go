@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/internal/backendtest"
+	"github.com/distlock/distlock/internal/locktest"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -340,7 +340,7 @@ func (l lossOnly) Lost(lease distlock.Lease) <-chan struct{} { return l.m.Lost(l
 // returns by its own ctx instead of waiting for that Renew.
 func TestHoldEndsByExpiresWhateverRenewDoes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := backendtest.NewDeafRenew(memlock.New())
+		d := locktest.NewDeafRenew(memlock.New())
 		defer close(d.Release)
 		lease, err := d.TryLock(t.Context(), "job", 3*time.Second)
 		require.NoError(t, err)

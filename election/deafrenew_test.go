@@ -10,7 +10,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/election"
-	"github.com/distlock/distlock/internal/backendtest"
+	"github.com/distlock/distlock/internal/locktest"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -19,7 +19,7 @@ import (
 // leader elected after the expiry never overlaps it.
 func TestLeadershipEndsByExpiresWhateverRenewDoes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := backendtest.NewDeafRenew(memlock.New())
+		d := locktest.NewDeafRenew(memlock.New())
 		defer close(d.Release)
 		e, err := election.New(d, "k", &election.Options{TTL: 3 * time.Second})
 		require.NoError(t, err)

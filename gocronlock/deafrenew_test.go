@@ -10,7 +10,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/gocronlock"
-	"github.com/distlock/distlock/internal/backendtest"
+	"github.com/distlock/distlock/internal/locktest"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -19,7 +19,7 @@ import (
 // before another instance can start it, and Unlock reports the loss.
 func TestRunEndsByExpiresWhateverRenewDoes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := backendtest.NewDeafRenew(memlock.New())
+		d := locktest.NewDeafRenew(memlock.New())
 		defer close(d.Release)
 		lk, err := gocronlock.NewLocker(d, &gocronlock.Options{TTL: 3 * time.Second})
 		require.NoError(t, err)

@@ -1,4 +1,7 @@
-package backendtest
+// Package locktest holds Lockers for tests of code built on the contract (Hold,
+// Do, election, gocronlock). It imports the root package only, so that a test that
+// uses it links no backend.
+package locktest
 
 import (
 	"context"
