@@ -206,7 +206,9 @@ func TestCheckCleanup(t *testing.T) {
 	require.Equal(t, []string{rErrors}, rules(Check([]Event{abandoned, locked}, b)), "the abandoned attempt's lock outlived its clean-up")
 	partition := Event{Client: 1, Op: OpFault, Invoke: 10 * mS, Return: 300 * mS, Err: "Partition"}
 	locked.Invoke, locked.Return = 350*mS, 355*mS
-	require.Empty(t, Check([]Event{abandoned, partition, locked}, b), "its client was partitioned: clean-up after the partition")
+	require.Empty(t, Check([]Event{abandoned, partition, locked}, b), "its client was partitioned: the bounded clean-up may give up")
+	partition.Invoke, partition.Return = 130*mS, 140*mS
+	require.Equal(t, []string{rErrors}, rules(Check([]Event{abandoned, partition, locked}, b)), "a partition after the clean-up's bound")
 	crash := Event{Client: 1, Op: OpFault, Invoke: 30 * mS, Return: 31 * mS, Err: "Crash"}
 	require.Empty(t, Check([]Event{abandoned, crash, locked}, b), "its client crashed: the lock lapses by its ttl")
 }

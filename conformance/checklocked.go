@@ -106,9 +106,10 @@ func checkLocked(h []Event, b Bounds) []Violation {
 }
 
 // cleanedBy is when the half-made lock of e, an attempt of unknown outcome, must
-// be gone: b.Cleanup after it returned, or after the end of a fault of its client
-// that came meanwhile; never, when its client crashed or closed after it (the
-// lock then lapses by its ttl), or when b.Cleanup is zero.
+// be gone: b.Cleanup after it returned. A clean-up is bounded, so a fault of its
+// client or of the servers meanwhile may make it give up, and a crash or Close of
+// its client may stop it: then the lock lapses by its ttl (never is returned).
+// With b.Cleanup zero it is never checked.
 func cleanedBy(h []Event, e Event, b Bounds) time.Duration {
 	const never = time.Duration(1<<63 - 1)
 	if b.Cleanup == 0 {
@@ -116,14 +117,13 @@ func cleanedBy(h []Event, e Event, b Bounds) time.Duration {
 	}
 	by := e.Return + b.Cleanup
 	for _, f := range h {
-		if f.Client != e.Client || f.Return < e.Invoke {
-			continue
-		}
+		mine := f.Client == e.Client
 		switch {
-		case f.Op == OpClose || f.Op == OpCrash || f.Op == OpFault && f.Err == "Crash":
+		case f.Return < e.Invoke || f.Invoke > by:
+		case mine && (f.Op == OpClose || f.Op == OpCrash):
 			return never
-		case f.Op == OpFault && f.Invoke < by:
-			by = max(by, f.Return+b.Cleanup)
+		case f.Op == OpFault && (mine || f.Client == -1):
+			return never
 		}
 	}
 	return by

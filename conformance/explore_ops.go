@@ -66,16 +66,20 @@ func (x *explorer) deadline(rnd *rand.Rand) time.Duration {
 	return x.s.op
 }
 
+// abandonTTL is abandon's ttl: four times the clean-up bound (the op timeout).
+func (x *explorer) abandonTTL() time.Duration { return max(4*x.s.op, 4*x.s.ttl) }
+
 // ttl is an acquisition's or a Renew's ttl: 1, 2 or 4 times the suite's short
 // ttl.
 func (x *explorer) ttl(rnd *rand.Rand) time.Duration { return x.s.ttl << rnd.IntN(3) }
 
-// abandon makes a TryLock with the long ttl under a deadline that may end during
-// the call: a half-made lock that the backend leaves behind then shows as a key
-// held long after. A lease it does get is given back at once.
+// abandon makes a TryLock with a ttl far beyond the clean-up bound under a
+// deadline that may end during the call: a half-made lock that the backend leaves
+// behind then shows as a key held long after. A lease it does get is given back at
+// once.
 func (x *explorer) abandon(c *xclient, key string, rnd *rand.Rand) {
 	ctx, cancel := context.WithTimeout(x.t.Context(), time.Duration(rnd.Int64N(int64(5*time.Millisecond))))
-	l, err := c.locker.TryLock(ctx, key, x.s.long)
+	l, err := c.locker.TryLock(ctx, key, x.abandonTTL())
 	cancel()
 	if err == nil {
 		uctx, ucancel := context.WithTimeout(x.t.Context(), x.s.op)

@@ -54,11 +54,11 @@ func (x *explorer) release() {
 }
 
 // liveness: once the faults have healed and every lease was given back, a fresh
-// client acquires each key within the longest ttl plus grace plus the fault
-// timeout.
+// client acquires each key within the longest ttl (a half-made lock whose bounded
+// clean-up gave up during a fault lapses by it) plus grace plus the fault timeout.
 func (x *explorer) liveness() {
 	c := x.newClient()
-	bound := 4*x.s.ttl + x.s.grace + x.s.faultTimeout
+	bound := x.abandonTTL() + x.s.grace + x.s.faultTimeout
 	for _, key := range x.keys {
 		deadline := time.Now().Add(bound)
 		var err error

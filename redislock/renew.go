@@ -14,7 +14,8 @@ import (
 // taken before the request was sent plus ttl. It never shortens the lock on the
 // server: when the lock has more than ttl left, the script leaves it as it is, so
 // the server holds the key until at least max(the old expiry, now + ttl). It returns
-// an error wrapping distlock.ErrNotHeld when the lease expired, was released or
+// an error wrapping distlock.ErrNotHeld when the lease expired (at once, without a
+// request, once its Expires has passed), was released or
 // another lease holds the key. Any other error (a transport error, ctx done, a reply
 // that came after ttl) leaves the lease's state unknown; the old Expires bounds it.
 func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
@@ -33,6 +34,13 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Duration, start time.Time) (distlock.Lease, error) {
 	if err := checkLease(lease, &ttl); err != nil {
 		return distlock.Lease{}, err
+	}
+	if !start.Before(lease.Expires) {
+		// The holder was told the lease ends at Expires; the key may live on
+		// the server a little longer (the request's latency), but the lease
+		// must not come back.
+		return distlock.Lease{}, fmt.Errorf("fence %d: the lease's Expires passed %v before the Renew: %w",
+			lease.Fence, start.Sub(lease.Expires).Round(time.Millisecond), distlock.ErrNotHeld)
 	}
 	n := l.names(lease.Key)
 	ms := redisx.Millis(ttl)
