@@ -105,11 +105,18 @@ func Check(h []Event, b Bounds) []Violation {
 // checkCalls checks each call alone: rules 6 and 8.
 func checkCalls(h []Event, b Bounds) []Violation {
 	var vs []Violation
+	crashed := map[int]time.Duration{} // when a client crashed: it is not used after
+	for _, f := range h {
+		if f.Op == OpFault && f.Err == "Crash" {
+			crashed[f.Client] = f.Invoke
+		}
+	}
 	for _, e := range h {
 		if e.Op == OpHeldEnd {
 			continue
 		}
-		if took := e.Return - e.Invoke; e.Deadline > 0 && took > e.Deadline+b.Ctx {
+		at, crash := crashed[e.Client]
+		if took := e.Return - e.Invoke; e.Deadline > 0 && took > e.Deadline+b.Ctx && !(crash && at < e.Return) {
 			vs = append(vs, Violation{rContext, fmt.Sprintf("client %d's %s(%s) with a %v deadline returned after %v", e.Client, e.Op, short(e.Key), e.Deadline, took), []Event{e}})
 		}
 		if e.Outcome != "" || (e.Op != OpTryLock && e.Op != OpLock && e.Op != OpRenew) {

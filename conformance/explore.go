@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -101,7 +102,8 @@ type explorer struct {
 
 	mu      sync.Mutex
 	clients []*xclient
-	next    int // the next client's number
+	next    int   // the next client's number
+	pending []int // the clients to replace
 	broken  []Violation
 	noClose bool
 }
@@ -163,12 +165,33 @@ func (x *explorer) client(i int) *xclient {
 }
 
 // replace puts a fresh client in place of client i, unless it was replaced already.
+// The fresh client is made later, on the test's goroutine (a harness may fail the
+// test from NewClient) and while no fault of the servers is in place (a harness
+// may need the servers to make a client): until then calls go to the old one and
+// fail.
 func (x *explorer) replace(i int, old *xclient) {
-	fresh := x.newClient()
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.clients[i] == old {
+	if x.clients[i] == old && !slices.Contains(x.pending, i) {
+		x.pending = append(x.pending, i)
+	}
+}
+
+// replacePending makes the fresh clients that replace() asked for, unless a fault
+// of the servers is in place.
+func (x *explorer) replacePending() {
+	if x.faults.serversDown.Load() {
+		return
+	}
+	x.mu.Lock()
+	pending := x.pending
+	x.pending = nil
+	x.mu.Unlock()
+	for _, i := range pending {
+		fresh := x.newClient()
+		x.mu.Lock()
 		x.clients[i] = fresh
+		x.mu.Unlock()
 	}
 }
 
@@ -194,10 +217,14 @@ func (x *explorer) run() {
 		defer close(fdone)
 		x.faults.run(rand.New(rand.NewPCG(x.o.Seed, 0)), stop)
 	}()
-	time.Sleep(x.o.Duration)
+	for end := time.Now().Add(x.o.Duration); time.Now().Before(end); {
+		sleepCtx(x.t.Context(), 10*time.Millisecond)
+		x.replacePending()
+	}
 	close(stop)
 	wg.Wait()
 	<-fdone
+	x.replacePending()
 }
 
 // work is one worker of client i: calls chosen by rnd until stop.

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -13,6 +14,8 @@ type faultPlan struct {
 	x       *explorer
 	kinds   []string // what the harness offers
 	missing []string // what it lacks: NOT RUN
+	// serversDown is set while a fault of the servers is in place.
+	serversDown atomic.Bool
 }
 
 // OpFault is a fault of an exploration: from Invoke until Return, on Client (-1
@@ -79,6 +82,8 @@ func (p *faultPlan) inject(kind string, i int, d time.Duration, rnd *rand.Rand) 
 		p.crash(i, c)
 	default:
 		who = -1
+		p.serversDown.Store(true)
+		defer p.serversDown.Store(false)
 		heal = p.server(kind)
 	}
 	if heal != nil {
