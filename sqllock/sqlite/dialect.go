@@ -140,7 +140,12 @@ func (d *dialect) update(ctx context.Context, q string, args ...any) (bool, erro
 		n, err = res.RowsAffected()
 		return err
 	})
-	return n == 1, err
+	if err != nil {
+		// n is not ours to read: a caller whose ctx ended while its statement ran
+		// returns before the statement sets it.
+		return false, err
+	}
+	return n == 1, nil
 }
 
 func (d *dialect) Inspect(ctx context.Context, r sqllock.Row) (sqllock.RowState, bool, error) {

@@ -90,7 +90,8 @@ func (l *Locker) abandon(ctx context.Context, key, token string, ttl time.Durati
 
 // Renew extends a held lease to ttl from now. The server never shortens the hold, so
 // after an error other than distlock.ErrNotHeld the old lease stays valid until its
-// Expires.
+// Expires. A lease whose Expires has passed is not renewed (distlock.ErrNotHeld),
+// even while the server still holds it: its holder was told it ended.
 func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
 	start := time.Now()
 	if err := validLease(lease); err != nil {
@@ -98,6 +99,9 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	}
 	if err := distlock.ValidateTTL(ttl); err != nil {
 		return distlock.Lease{}, fail("Renew", lease.Key, err)
+	}
+	if !start.Before(lease.Expires) {
+		return distlock.Lease{}, fail("Renew", lease.Key, distlock.ErrNotHeld)
 	}
 	reply, _, err := l.roundTrip(ctx, l.deadline(ctx, start, ttl), request("RENEW", lease.Key, lease.Token, ttl), false)
 	if err == nil {
