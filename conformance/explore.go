@@ -177,12 +177,11 @@ func (x *explorer) replace(i int, old *xclient) {
 	}
 }
 
-// replacePending makes the fresh clients that replace() asked for, unless a fault
-// of the servers is in place.
+// replacePending makes the fresh clients that replace() asked for, while no fault
+// of the servers is in place (it holds the fault plan's servers lock for reading).
 func (x *explorer) replacePending() {
-	if x.faults.serversDown.Load() {
-		return
-	}
+	x.faults.servers.RLock()
+	defer x.faults.servers.RUnlock()
 	x.mu.Lock()
 	pending := x.pending
 	x.pending = nil
@@ -217,13 +216,22 @@ func (x *explorer) run() {
 		defer close(fdone)
 		x.faults.run(rand.New(rand.NewPCG(x.o.Seed, 0)), stop)
 	}()
-	for end := time.Now().Add(x.o.Duration); time.Now().Before(end); {
+	// Even when the test fails on this goroutine (a harness's NewClient), the
+	// calls end and the faults heal before the test does.
+	var once sync.Once
+	end := func() {
+		once.Do(func() {
+			close(stop)
+			wg.Wait()
+			<-fdone
+		})
+	}
+	defer end()
+	for until := time.Now().Add(x.o.Duration); time.Now().Before(until); {
 		sleepCtx(x.t.Context(), 10*time.Millisecond)
 		x.replacePending()
 	}
-	close(stop)
-	wg.Wait()
-	<-fdone
+	end()
 	x.replacePending()
 }
 

@@ -4,7 +4,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -14,8 +13,9 @@ type faultPlan struct {
 	x       *explorer
 	kinds   []string // what the harness offers
 	missing []string // what it lacks: NOT RUN
-	// serversDown is set while a fault of the servers is in place.
-	serversDown atomic.Bool
+	// servers is held for writing while a fault of the servers is in place, and
+	// for reading while the explorer makes a client.
+	servers sync.RWMutex
 }
 
 // OpFault is a fault of an exploration: from Invoke until Return, on Client (-1
@@ -82,8 +82,8 @@ func (p *faultPlan) inject(kind string, i int, d time.Duration, rnd *rand.Rand) 
 		p.crash(i, c)
 	default:
 		who = -1
-		p.serversDown.Store(true)
-		defer p.serversDown.Store(false)
+		p.servers.Lock()
+		defer p.servers.Unlock()
 		heal = p.server(kind)
 	}
 	if heal != nil {
