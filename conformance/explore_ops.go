@@ -161,8 +161,8 @@ func (x *explorer) invalid(c *xclient, ctx context.Context, rnd *rand.Rand) {
 		what = "Renew of a zero Lease"
 		_, err = c.c.Locker.Renew(ctx, distlock.Lease{}, x.s.ttl)
 	}
-	if errors.Is(err, distlock.ErrClosed) {
-		return
+	if errors.Is(err, distlock.ErrClosed) || c.isGone() {
+		return // a crashed client is not used after its crash
 	}
 	if !errors.Is(err, distlock.ErrInvalid) {
 		x.fail(Violation{Rule: rInput, What: fmt.Sprintf("%s: got %v, want an error wrapping ErrInvalid", what, err)})
@@ -200,6 +200,8 @@ func (x *explorer) cancelled(c *xclient, rnd *rand.Rand) {
 	key := x.keys[rnd.IntN(len(x.keys))]
 	l, err := c.locker.TryLock(ctx, key, x.s.ttl)
 	switch {
+	case err != nil && c.isGone():
+		// a crashed client is not used after its crash
 	case err == nil:
 		x.fail(Violation{Rule: rContext, What: fmt.Sprintf("TryLock(%s) with a cancelled context succeeded (fence %d)", short(key), l.Fence)})
 		uctx, ucancel := context.WithTimeout(x.t.Context(), x.s.op)
@@ -209,4 +211,11 @@ func (x *explorer) cancelled(c *xclient, rnd *rand.Rand) {
 	case !errors.Is(err, context.Canceled):
 		x.fail(Violation{Rule: rContext, What: fmt.Sprintf("TryLock(%s) with a cancelled context: got %v, want an error wrapping context.Canceled", short(key), err)})
 	}
+}
+
+// isGone reports whether c was closed or crashed.
+func (c *xclient) isGone() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gone
 }
