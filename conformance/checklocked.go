@@ -23,7 +23,9 @@ func maybeHeld(h []Event, b Bounds) map[string][]*span {
 	keys := map[string][]*span{}
 	for _, e := range h {
 		switch {
-		case (e.Op == OpTryLock || e.Op == OpLock) && (e.Outcome == "" || e.Outcome == OutCtx || e.Outcome == OutOther):
+		// An attempt that failed with ErrClosed may have been in flight when its
+		// Locker closed: like a ctx error, its outcome is unknown.
+		case (e.Op == OpTryLock || e.Op == OpLock) && (e.Outcome == "" || e.Outcome == OutCtx || e.Outcome == OutOther || e.Outcome == OutClosed):
 			to := e.Invoke + e.TTL + b.Grace
 			switch {
 			case b.Session:
