@@ -95,13 +95,9 @@ func (p *faultPlan) inject(kind string, i int, d time.Duration, rnd *rand.Rand) 
 
 // crash crashes client i and replaces it.
 func (p *faultPlan) crash(i int, c *xclient) {
-	c.mu.Lock()
-	if c.gone {
-		c.mu.Unlock()
+	if !c.markGone() {
 		return
 	}
-	c.gone = true
-	c.mu.Unlock()
 	inv := time.Now()
 	c.c.Crash()
 	if p.x.s.h.Caps.SessionExpiry {

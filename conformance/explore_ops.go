@@ -179,13 +179,9 @@ func (x *explorer) close(i int, c *xclient) {
 	if !ok || x.noClose {
 		return
 	}
-	c.mu.Lock()
-	if c.gone {
-		c.mu.Unlock()
+	if !c.markGone() {
 		return
 	}
-	c.gone = true
-	c.mu.Unlock()
 	inv := time.Now()
 	err := cl.Close()
 	c.rec.closed(OpClose, inv, time.Now(), err)
@@ -211,6 +207,17 @@ func (x *explorer) cancelled(c *xclient, rnd *rand.Rand) {
 	case !errors.Is(err, context.Canceled):
 		x.fail(Violation{Rule: rContext, What: fmt.Sprintf("TryLock(%s) with a cancelled context: got %v, want an error wrapping context.Canceled", short(key), err)})
 	}
+}
+
+// markGone marks c closed or crashed; it reports false when it was already.
+func (c *xclient) markGone() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gone {
+		return false
+	}
+	c.gone = true
+	return true
 }
 
 // isGone reports whether c was closed or crashed.
