@@ -30,7 +30,19 @@ func TestHoldStalledLink(t *testing.T) {
 		ended[i] = make(chan time.Time, 1)
 		context.AfterFunc(held[i].Context(), func() { ended[i] <- time.Now() })
 	}
-	time.Sleep(700 * time.Millisecond) // a few renewals, batched
+	// Stall once every lease has been renewed (their renewals batch) at least once.
+	first := make([]time.Time, n)
+	for i, h := range held {
+		first[i] = h.Lease().Expires
+	}
+	require.Eventually(t, func() bool {
+		for i, h := range held {
+			if !h.Lease().Expires.After(first[i]) {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 10*time.Millisecond, "every lease renewed once")
 	p.Stall()
 	defer p.Heal()
 	const allowance = 100 * time.Millisecond
