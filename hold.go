@@ -102,7 +102,7 @@ var errReleased = errors.New("distlock: lease released")
 // the lease stays on the server until Release or its expiry.
 func Hold(ctx context.Context, l Locker, lease Lease, opts *HoldOptions) *Held {
 	h := &Held{l: l, parent: ctx, lease: lease}
-	err := ValidateLease(lease)
+	err := validLease(lease)
 	var o HoldOptions
 	if err == nil {
 		o, err = opts.withDefaults(lease)
@@ -330,4 +330,16 @@ func (h *Held) ended() {
 	if h.active--; h.active == 0 && h.done != nil {
 		close(h.done)
 	}
+}
+
+// validLease returns an error wrapping ErrInvalid when lease cannot have come from a
+// TryLock: it is zero, or its Key or Token is empty.
+func validLease(lease Lease) error {
+	switch {
+	case lease.IsZero():
+		return fmt.Errorf("%w: zero Lease", ErrInvalid)
+	case lease.Key == "" || lease.Token == "":
+		return fmt.Errorf("%w: Lease with an empty Key or Token", ErrInvalid)
+	}
+	return nil
 }

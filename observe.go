@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/distlock/distlock/internal/keytext"
 )
 
 // Op names what an Event reports.
@@ -75,7 +77,7 @@ func (o Observer) emit(ctx context.Context, ev Event) {
 	if !o.Logger.Enabled(ctx, level) {
 		return
 	}
-	attrs := []slog.Attr{slog.String("key", logKey(ev.Key)), slog.Duration("took", ev.Took)}
+	attrs := []slog.Attr{slog.String("key", keytext.Log(ev.Key)), slog.Duration("took", ev.Took)}
 	if ev.Fence != 0 {
 		attrs = append(attrs, slog.Uint64("fence", ev.Fence))
 	}

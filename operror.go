@@ -1,9 +1,9 @@
 package distlock
 
 import (
-	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/distlock/distlock/internal/keytext"
 )
 
 // An OpError is the error every backend returns when a call fails: which backend,
@@ -31,7 +31,7 @@ func (e *OpError) Error() string {
 	b.WriteString(e.Op)
 	if e.Key != "" {
 		b.WriteByte(' ')
-		b.WriteString(QuoteKey(e.Key))
+		b.WriteString(keytext.Quote(e.Key))
 	}
 	if e.Err != nil {
 		b.WriteString(": ")
@@ -42,40 +42,3 @@ func (e *OpError) Error() string {
 
 // Unwrap returns the cause.
 func (e *OpError) Unwrap() error { return e.Err }
-
-// MaxKeyInMessage is how many bytes of a key QuoteKey (and so OpError) shows.
-const MaxKeyInMessage = 64
-
-// QuoteKey returns key quoted for a message: Go-quoted (so any byte is visible and
-// safe), cut to MaxKeyInMessage bytes at a character boundary, and followed by its
-// length when it was cut.
-func QuoteKey(key string) string {
-	head, cut := cutKey(key)
-	if !cut {
-		return strconv.Quote(key)
-	}
-	return strconv.Quote(head) + "...(" + strconv.Itoa(len(key)) + " bytes)"
-}
-
-// cutKey returns key's first MaxKeyInMessage bytes, cut at a character boundary, and
-// whether that dropped anything.
-func cutKey(key string) (string, bool) {
-	if len(key) <= MaxKeyInMessage {
-		return key, false
-	}
-	cut := MaxKeyInMessage
-	for cut > 0 && !utf8.RuneStart(key[cut]) {
-		cut--
-	}
-	return key[:cut], true
-}
-
-// logKey is key for a log attribute: unquoted (the handler quotes), and cut like
-// QuoteKey's.
-func logKey(key string) string {
-	head, cut := cutKey(key)
-	if !cut {
-		return key
-	}
-	return head + "...(" + strconv.Itoa(len(key)) + " bytes)"
-}

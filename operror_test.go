@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 func TestOpError(t *testing.T) {
@@ -30,10 +31,10 @@ func TestOpErrorShortensLongKeys(t *testing.T) {
 }
 
 func TestQuoteKey(t *testing.T) {
-	require.Equal(t, `"a\x00b"`, distlock.QuoteKey("a\x00b"))
+	require.Equal(t, `"a\x00b"`, driver.QuoteKey("a\x00b"))
 	// A cut never splits a character: 63 ASCII bytes, then a 3-byte rune.
 	key := strings.Repeat("a", 63) + "€" + "tail"
-	q := distlock.QuoteKey(key)
+	q := driver.QuoteKey(key)
 	require.True(t, strings.HasPrefix(q, `"`+strings.Repeat("a", 63)+`"...(`), q)
-	require.Equal(t, distlock.QuoteKey("€"), `"€"`)
+	require.Equal(t, driver.QuoteKey("€"), `"€"`)
 }

@@ -10,7 +10,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
 )
 
@@ -176,7 +176,7 @@ func (c *rawEtcd) TryLock(ctx context.Context, key string) (Held, error) {
 	}
 	resp, err := c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-		Then(clientv3.OpPut(k, distlock.NewToken(), opts...)).
+		Then(clientv3.OpPut(k, driver.NewToken(), opts...)).
 		Commit()
 	if err != nil {
 		return nil, err

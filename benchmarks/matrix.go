@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // Run runs every workload of every subject, one cell at a time, and returns the
@@ -25,7 +25,7 @@ func Run(ctx context.Context, subjects []Subject, cfg Config, commit Commit, ver
 	rep.Versions = append(LibraryVersions(), versions...)
 	// Keys are new in every run: letters, digits and '-' only, so that every
 	// backend takes them as they are.
-	run := "b" + strings.ToLower(distlock.NewToken()[:8])
+	run := "b" + strings.ToLower(driver.NewToken()[:8])
 	add := func(r Result) {
 		rep.Results = append(rep.Results, r)
 		if st := status(r); st != "" {

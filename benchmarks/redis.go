@@ -13,7 +13,7 @@ import (
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/redislock"
 )
 
@@ -339,7 +339,7 @@ func (c *rawRedis) onAll(ctx context.Context, f func(*redis.Client) (bool, error
 }
 
 func (c *rawRedis) TryLock(ctx context.Context, key string) (Held, error) {
-	token := distlock.NewToken()
+	token := driver.NewToken()
 	n, err := c.onAll(ctx, func(rc *redis.Client) (bool, error) {
 		if c.fenced {
 			f, err := fencedAcquire.Run(ctx, rc, []string{key, key + ":fence"}, token, c.ttl.Milliseconds()).Int64()

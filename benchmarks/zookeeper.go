@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // zkNopLogger silences go-zookeeper's connection log.
@@ -138,7 +138,7 @@ type rawZK struct{ conn *zk.Conn }
 
 func (c *rawZK) TryLock(ctx context.Context, key string) (Held, error) {
 	p := zkPath(rawZKRoot, key)
-	if _, err := c.conn.Create(p, []byte(distlock.NewToken()), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+	if _, err := c.conn.Create(p, []byte(driver.NewToken()), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
 		if errors.Is(err, zk.ErrNodeExists) {
 			return nil, fmt.Errorf("%w: %w", ErrBusy, err)
 		}

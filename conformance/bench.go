@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // RunBenchmarks measures the backend h describes with the workloads every backend is
@@ -30,7 +31,7 @@ func RunBenchmarks(b *testing.B, h Harness) {
 	ttl := max(h.Caps.MinTTL, 30*time.Second)
 	b.Run("Uncontended", func(b *testing.B) {
 		c := h.NewClient(b)
-		prefix := "bench-" + distlock.NewToken()[:10] + "-"
+		prefix := "bench-" + driver.NewToken()[:10] + "-"
 		ctx := context.Background()
 		i := 0
 		for b.Loop() {
@@ -40,7 +41,7 @@ func RunBenchmarks(b *testing.B, h Harness) {
 	})
 	b.Run("UncontendedParallel", func(b *testing.B) {
 		c := h.NewClient(b)
-		prefix := "bench-" + distlock.NewToken()[:10] + "-"
+		prefix := "bench-" + driver.NewToken()[:10] + "-"
 		var n atomic.Int64
 		b.SetParallelism(8)
 		b.RunParallel(func(pb *testing.PB) {
@@ -72,7 +73,7 @@ func handoff(b *testing.B, h Harness, ttl time.Duration) {
 	for i := range cs {
 		cs[i] = h.NewClient(b)
 	}
-	key := "bench-handoff-" + distlock.NewToken()[:10]
+	key := "bench-handoff-" + driver.NewToken()[:10]
 	ctx, cancel := context.WithCancel(b.Context())
 	defer cancel()
 	var (

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // prompt runs f and fails the test under rContext if it takes longer than the suite's
@@ -38,7 +39,7 @@ func (s *suite) testCancelledBeforeCall(t *testing.T) {
 		}
 	})
 	s.prompt(t, "Renew with a cancelled context", func() { _, _ = a.Renew(ctx, lh, s.long) })
-	s.prompt(t, "Unlock with a cancelled context", func() { _ = a.Unlock(ctx, distlock.Lease{Key: key, Token: distlock.NewToken()}) })
+	s.prompt(t, "Unlock with a cancelled context", func() { _ = a.Unlock(ctx, distlock.Lease{Key: key, Token: driver.NewToken()}) })
 	if w, ok := b.Locker.(distlock.Waiter); ok {
 		s.prompt(t, "Wait on a held key with a cancelled context", func() {
 			err := w.Wait(ctx, held)

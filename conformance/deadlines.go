@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // testDeadlinesUnderPartition: many calls through one Locker, each with its own
@@ -89,7 +90,7 @@ func (s *suite) deadlineCall(a Client, i int, lease distlock.Lease) (string, fun
 		}
 	case 3:
 		return "TryLock of a free key", func(ctx context.Context) error {
-			_, err := a.TryLock(ctx, "conformance-"+distlock.NewToken()[:12], s.long)
+			_, err := a.TryLock(ctx, "conformance-"+driver.NewToken()[:12], s.long)
 			return err
 		}
 	default:

@@ -14,6 +14,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/memlock"
 )
 
@@ -187,7 +188,7 @@ func firstFailure(out []byte, catch string) string {
 type unlockIgnoresToken struct{ *memlock.Locker }
 
 func (m *unlockIgnoresToken) Unlock(ctx context.Context, l distlock.Lease) error {
-	if err := distlock.ValidateLease(l); err != nil {
+	if err := driver.ValidateLease(l); err != nil {
 		return err
 	}
 	if !m.Revoke(l.Key) {
@@ -297,7 +298,7 @@ func (m *noTTLValidation) TryLock(ctx context.Context, key string, ttl time.Dura
 type waitSleeps struct{ *memlock.Locker }
 
 func (m *waitSleeps) Wait(ctx context.Context, key string) error {
-	if err := distlock.ValidateKey(key, memlock.MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(key, memlock.MaxKeyLen); err != nil {
 		return err
 	}
 	h, err := m.Inspect(ctx, key)
@@ -337,10 +338,10 @@ func newCheckThenSet() *checkThenSet {
 }
 
 func (m *checkThenSet) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
-	if err := distlock.ValidateKey(key, memlock.MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(key, memlock.MaxKeyLen); err != nil {
 		return distlock.Lease{}, err
 	}
-	if err := distlock.ValidateTTL(ttl); err != nil {
+	if err := driver.ValidateTTL(ttl); err != nil {
 		return distlock.Lease{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -357,16 +358,16 @@ func (m *checkThenSet) TryLock(ctx context.Context, key string, ttl time.Duratio
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.fence[key]++
-	tok := distlock.NewToken()
+	tok := driver.NewToken()
 	m.keys[key], m.exp[key] = tok, start.Add(ttl)
 	return distlock.Lease{Key: key, Token: tok, Fence: m.fence[key], Expires: start.Add(ttl)}, nil
 }
 
 func (m *checkThenSet) Renew(ctx context.Context, l distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
-	if err := distlock.ValidateLease(l); err != nil {
+	if err := driver.ValidateLease(l); err != nil {
 		return l, err
 	}
-	if err := distlock.ValidateTTL(ttl); err != nil {
+	if err := driver.ValidateTTL(ttl); err != nil {
 		return l, err
 	}
 	start := time.Now()
@@ -381,7 +382,7 @@ func (m *checkThenSet) Renew(ctx context.Context, l distlock.Lease, ttl time.Dur
 }
 
 func (m *checkThenSet) Unlock(ctx context.Context, l distlock.Lease) error {
-	if err := distlock.ValidateLease(l); err != nil {
+	if err := driver.ValidateLease(l); err != nil {
 		return err
 	}
 	m.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // maxErrorLen bounds an error message: a key of any length must not flood a log line.
@@ -20,7 +21,7 @@ func (s *suite) testOpErrors(t *testing.T) {
 	key := s.key(t)
 	la := s.lock(t, a, key, s.long, rErrors)
 	defer s.unlock(t, a, la, rErrors)
-	forged := distlock.Lease{Key: key, Token: distlock.NewToken(), Fence: la.Fence, Expires: la.Expires}
+	forged := distlock.Lease{Key: key, Token: driver.NewToken(), Fence: la.Fence, Expires: la.Expires}
 	backend := ""
 	check := func(op, key string, err error, cause error) {
 		t.Helper()

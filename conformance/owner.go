@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // lapse makes a's lease la stop being held while a can still talk to the server, and
@@ -133,7 +134,7 @@ func (s *suite) testForgedLease(t *testing.T) {
 	flip := []byte(la.Token)
 	flip[len(flip)-1] ^= 1
 	forged := map[string]distlock.Lease{
-		"a fresh random token":            {Key: k1, Token: distlock.NewToken(), Fence: la.Fence, Expires: la.Expires},
+		"a fresh random token":            {Key: k1, Token: driver.NewToken(), Fence: la.Fence, Expires: la.Expires},
 		"the holder's token, one bit off": {Key: k1, Token: string(flip), Fence: la.Fence, Expires: la.Expires},
 		"the holder's token plus a byte":  {Key: k1, Token: la.Token + "x", Fence: la.Fence, Expires: la.Expires},
 		"the holder's token less a byte":  {Key: k1, Token: la.Token[:len(la.Token)-1], Fence: la.Fence, Expires: la.Expires},

@@ -48,6 +48,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // Rule labels start every failure message.
@@ -195,7 +196,7 @@ func (s *suite) client(t *testing.T) Client {
 
 // key returns a key that no other test uses.
 func (s *suite) key(t *testing.T) string {
-	return "conformance-" + distlock.NewToken()[:12]
+	return "conformance-" + driver.NewToken()[:12]
 }
 
 // opCtx returns a context bounded by the suite's op timeout.

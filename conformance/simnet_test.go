@@ -12,6 +12,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/driver"
 )
 
 // simnet puts a simulated network between clients and an in-process lock table, so
@@ -241,10 +242,10 @@ func roundTrip[T any](ctx context.Context, c *simClient, op func() (T, error), a
 }
 
 func (c *simClient) tryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
-	if err := distlock.ValidateKey(key, 1<<16); err != nil {
+	if err := driver.ValidateKey(key, 1<<16); err != nil {
 		return distlock.Lease{}, err
 	}
-	if err := distlock.ValidateTTL(ttl); err != nil {
+	if err := driver.ValidateTTL(ttl); err != nil {
 		return distlock.Lease{}, err
 	}
 	start := time.Now()
@@ -277,10 +278,10 @@ func (c *simClient) mapErr(err error) error {
 }
 
 func (c *simClient) renew(ctx context.Context, l distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
-	if err := distlock.ValidateLease(l); err != nil {
+	if err := driver.ValidateLease(l); err != nil {
 		return l, err
 	}
-	if err := distlock.ValidateTTL(ttl); err != nil {
+	if err := driver.ValidateTTL(ttl); err != nil {
 		return l, err
 	}
 	start := time.Now()
@@ -321,7 +322,7 @@ func (c *simClient) renew(ctx context.Context, l distlock.Lease, ttl time.Durati
 }
 
 func (c *simClient) unlock(ctx context.Context, l distlock.Lease) error {
-	if err := distlock.ValidateLease(l); err != nil {
+	if err := driver.ValidateLease(l); err != nil {
 		return err
 	}
 	_, err := roundTrip(ctx, c, func() (struct{}, error) {
@@ -371,7 +372,7 @@ func (c simFull) Inspect(ctx context.Context, key string) (distlock.Holder, erro
 type simFull struct{ *simClient }
 
 func (c simFull) wait(ctx context.Context, key string) error {
-	if err := distlock.ValidateKey(key, 1<<16); err != nil {
+	if err := driver.ValidateKey(key, 1<<16); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -385,7 +386,7 @@ func (c simFull) wait(ctx context.Context, key string) error {
 }
 
 func (c simFull) inspect(ctx context.Context, key string) (distlock.Holder, error) {
-	if err := distlock.ValidateKey(key, 1<<16); err != nil {
+	if err := driver.ValidateKey(key, 1<<16); err != nil {
 		return distlock.Holder{}, err
 	}
 	return roundTrip(ctx, c.simClient, func() (distlock.Holder, error) {

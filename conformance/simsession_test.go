@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // sessionTTL is how long a simSession's lock lives in the table: as long as its
@@ -44,7 +45,7 @@ func newSimSession(c *simClient, givesUp, racy bool) *simSession {
 }
 
 func (s *simSession) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
-	if err := distlock.ValidateTTL(ttl); err != nil {
+	if err := driver.ValidateTTL(ttl); err != nil {
 		return distlock.Lease{}, simErr("TryLock", key, err)
 	}
 	start := time.Now()
@@ -74,10 +75,10 @@ func (s *simSession) TryLock(ctx context.Context, key string, ttl time.Duration)
 }
 
 func (s *simSession) Renew(ctx context.Context, l distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
-	if err := distlock.ValidateLease(l); err != nil {
+	if err := driver.ValidateLease(l); err != nil {
 		return l, simErr("Renew", l.Key, err)
 	}
-	if err := distlock.ValidateTTL(ttl); err != nil {
+	if err := driver.ValidateTTL(ttl); err != nil {
 		return l, simErr("Renew", l.Key, err)
 	}
 	start := time.Now()
@@ -110,7 +111,7 @@ func (s *simSession) Renew(ctx context.Context, l distlock.Lease, ttl time.Durat
 }
 
 func (s *simSession) Unlock(ctx context.Context, l distlock.Lease) error {
-	if err := distlock.ValidateLease(l); err != nil {
+	if err := driver.ValidateLease(l); err != nil {
 		return simErr("Unlock", l.Key, err)
 	}
 	s.mu.Lock()

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/internal/keytext"
 )
 
 // Defaults of Options.
@@ -63,7 +65,7 @@ func New(l distlock.Locker, key string, opts *Options) (*Election, error) {
 	if l == nil {
 		return nil, fmt.Errorf("election: New: %w: nil Locker", distlock.ErrInvalid)
 	}
-	if err := distlock.ValidateKey(key, 0); err != nil {
+	if err := driver.ValidateKey(key, 0); err != nil {
 		return nil, fmt.Errorf("election: New: %w", err)
 	}
 	var o Options
@@ -107,7 +109,7 @@ func (e *Election) Key() string { return e.key }
 func (e *Election) Campaign(ctx context.Context) (*Leadership, error) {
 	lease, err := distlock.Lock(ctx, e.l, e.key, e.o.TTL, &e.o.Lock)
 	if err != nil {
-		return nil, fmt.Errorf("election %s: campaign: %w", distlock.QuoteKey(e.key), err)
+		return nil, fmt.Errorf("election %s: campaign: %w", keytext.Quote(e.key), err)
 	}
 	return e.lead(ctx, lease), nil
 }
@@ -117,7 +119,7 @@ func (e *Election) Campaign(ctx context.Context) (*Leadership, error) {
 func (e *Election) TryCampaign(ctx context.Context) (*Leadership, error) {
 	lease, err := e.l.TryLock(ctx, e.key, e.o.TTL)
 	if err != nil {
-		return nil, fmt.Errorf("election %s: campaign: %w", distlock.QuoteKey(e.key), err)
+		return nil, fmt.Errorf("election %s: campaign: %w", keytext.Quote(e.key), err)
 	}
 	return e.lead(ctx, lease), nil
 }

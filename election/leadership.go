@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/keytext"
 )
 
 // A Leadership is one term of a candidate as leader, from Campaign until Resign or
@@ -44,7 +45,7 @@ func (l *Leadership) Err() error {
 	}
 	if l.held.Lease().Remaining() <= 0 {
 		return fmt.Errorf("%w: election %s: the lease of term %d expired before a renewal succeeded",
-			distlock.ErrNotHeld, distlock.QuoteKey(l.key), l.term)
+			distlock.ErrNotHeld, keytext.Quote(l.key), l.term)
 	}
 	return nil
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/election"
 	"github.com/distlock/distlock/internal/backendtest"
 	"github.com/distlock/distlock/internal/testenv"
@@ -48,7 +48,7 @@ func newCandidates(t *testing.T, b backendtest.Backend, n int, key string, opts 
 }
 
 // testKey returns a key of the test's own, fresh on every run.
-func testKey(t *testing.T) string { return "election/" + t.Name() + "/" + distlock.NewToken()[:8] }
+func testKey(t *testing.T) string { return "election/" + t.Name() + "/" + driver.NewToken()[:8] }
 
 // ctxFor returns a context that ends after d or with the test.
 func ctxFor(t *testing.T, d time.Duration) context.Context {

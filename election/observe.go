@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/keytext"
 )
 
 // A Leader is an election's current leader, as the Locker's distlock.Inspector
@@ -30,7 +31,7 @@ func (e *Election) inspector() (distlock.Inspector, error) {
 	in, ok := e.l.(distlock.Inspector)
 	if !ok {
 		return nil, fmt.Errorf("election %s: %T is not a distlock.Inspector, so it cannot report the leader: %w",
-			distlock.QuoteKey(e.key), e.l, errors.ErrUnsupported)
+			keytext.Quote(e.key), e.l, errors.ErrUnsupported)
 	}
 	return in, nil
 }
@@ -47,9 +48,9 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	h, err := in.Inspect(ctx, e.key)
 	switch {
 	case errors.Is(err, distlock.ErrNotHeld):
-		return Leader{}, fmt.Errorf("election %s: %w", distlock.QuoteKey(e.key), ErrNoLeader)
+		return Leader{}, fmt.Errorf("election %s: %w", keytext.Quote(e.key), ErrNoLeader)
 	case err != nil:
-		return Leader{}, fmt.Errorf("election %s: leader: %w", distlock.QuoteKey(e.key), err)
+		return Leader{}, fmt.Errorf("election %s: leader: %w", keytext.Quote(e.key), err)
 	}
 	return Leader{Term: h.Fence, Owner: h.Owner, Expires: h.Expires}, nil
 }

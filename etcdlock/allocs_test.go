@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/stretchr/testify/require"
 )
 
@@ -27,7 +27,7 @@ func TestAllocsTryLockUnlock(t *testing.T) {
 	}
 	l := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
 	ctx := context.Background()
-	key := "allocs-" + distlock.NewToken()
+	key := "allocs-" + driver.NewToken()
 	pair := func() {
 		lease, err := l.TryLock(ctx, key, 10*time.Second)
 		require.NoError(t, err)
@@ -48,7 +48,7 @@ func TestAllocsRenew(t *testing.T) {
 	}
 	l := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
 	const ttl = 3 * time.Second
-	lease, err := l.TryLock(context.Background(), "allocs-"+distlock.NewToken(), ttl)
+	lease, err := l.TryLock(context.Background(), "allocs-"+driver.NewToken(), ttl)
 	require.NoError(t, err)
 	renew := func() {
 		ctx, cancel := context.WithDeadline(context.Background(), lease.Expires)

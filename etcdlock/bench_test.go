@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/driver"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -36,7 +36,7 @@ func BenchmarkUncontended(b *testing.B) {
 	b.Run("etcdlock", func(b *testing.B) {
 		var c rttCounter
 		l := newLocker(b, newClient(b, endpoints, &c), nil)
-		key := "bench-" + distlock.NewToken()
+		key := "bench-" + driver.NewToken()
 		runUncontended(b, &c, func() {
 			lease, err := l.TryLock(ctx, key, benchTTL)
 			require.NoError(b, err)
@@ -47,7 +47,7 @@ func BenchmarkUncontended(b *testing.B) {
 	b.Run("mutex-session-per-lock", func(b *testing.B) {
 		var c rttCounter
 		cli := newClient(b, endpoints, &c)
-		pfx := "bench-mutex-" + distlock.NewToken()
+		pfx := "bench-mutex-" + driver.NewToken()
 		runUncontended(b, &c, func() {
 			s, err := concurrency.NewSession(cli, concurrency.WithTTL(int(benchTTL/time.Second)))
 			require.NoError(b, err)
@@ -65,7 +65,7 @@ func BenchmarkUncontended(b *testing.B) {
 		s, err := concurrency.NewSession(cli, concurrency.WithTTL(int(benchTTL/time.Second)))
 		require.NoError(b, err)
 		defer s.Close()
-		m := concurrency.NewMutex(s, "bench-mutex-"+distlock.NewToken())
+		m := concurrency.NewMutex(s, "bench-mutex-"+driver.NewToken())
 		runUncontended(b, &c, func() {
 			require.NoError(b, m.TryLock(ctx))
 			require.NoError(b, m.Unlock(ctx))
@@ -83,7 +83,7 @@ func BenchmarkUncontended16(b *testing.B) {
 		var c rttCounter
 		l := newLocker(b, newClient(b, endpoints, &c), nil)
 		runParallel16(b, &c, func() func() {
-			key := "bench-" + distlock.NewToken()
+			key := "bench-" + driver.NewToken()
 			return func() {
 				lease, err := l.TryLock(ctx, key, benchTTL)
 				require.NoError(b, err)
@@ -98,7 +98,7 @@ func BenchmarkUncontended16(b *testing.B) {
 		require.NoError(b, err)
 		defer s.Close()
 		runParallel16(b, &c, func() func() {
-			m := concurrency.NewMutex(s, "bench-mutex-"+distlock.NewToken())
+			m := concurrency.NewMutex(s, "bench-mutex-"+driver.NewToken())
 			return func() {
 				require.NoError(b, m.TryLock(ctx))
 				require.NoError(b, m.Unlock(ctx))
@@ -117,11 +117,11 @@ func BenchmarkInterleaved(b *testing.B) {
 	ctx := context.Background()
 	endpoints := []string{etcdSrv.Addr()}
 	l := newLocker(b, newClient(b, endpoints, nil), nil)
-	key := "bench-" + distlock.NewToken()
+	key := "bench-" + driver.NewToken()
 	s, err := concurrency.NewSession(newClient(b, endpoints, nil), concurrency.WithTTL(int(benchTTL/time.Second)))
 	require.NoError(b, err)
 	defer s.Close()
-	m := concurrency.NewMutex(s, "bench-mutex-"+distlock.NewToken())
+	m := concurrency.NewMutex(s, "bench-mutex-"+driver.NewToken())
 	ours := func() {
 		lease, err := l.TryLock(ctx, key, benchTTL)
 		require.NoError(b, err)
@@ -133,11 +133,11 @@ func BenchmarkInterleaved(b *testing.B) {
 	}
 	// The floor: put-if-absent on the session's lease, delete-if-unchanged.
 	fcli := newClient(b, endpoints, nil)
-	fkey := "bench-floor-" + distlock.NewToken()
+	fkey := "bench-floor-" + driver.NewToken()
 	floor := func() {
 		resp, err := fcli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(fkey), "=", 0)).
-			Then(clientv3.OpPut(fkey, distlock.NewToken(), clientv3.WithLease(s.Lease()))).
+			Then(clientv3.OpPut(fkey, driver.NewToken(), clientv3.WithLease(s.Lease()))).
 			Commit()
 		require.NoError(b, err)
 		require.True(b, resp.Succeeded)
@@ -216,7 +216,7 @@ func BenchmarkContended16(b *testing.B) {
 	endpoints := []string{etcdSrv.Addr()}
 	b.Run("mutex", func(b *testing.B) {
 		var c rttCounter
-		pfx := "bench-mutex-" + distlock.NewToken()
+		pfx := "bench-mutex-" + driver.NewToken()
 		ms := make([]*concurrency.Mutex, waiters)
 		for i := range ms {
 			s, err := concurrency.NewSession(newClient(b, endpoints, &c), concurrency.WithTTL(int(benchTTL/time.Second)))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/faultproxy"
 	"github.com/stretchr/testify/require"
@@ -163,7 +164,7 @@ func TestRenewLateRefresh(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Close() })
 	a := newLocker(t, newClient(t, []string{p.Addr()}, nil), nil)
-	key := "late-refresh-" + distlock.NewToken()
+	key := "late-refresh-" + driver.NewToken()
 	// A ttl of 1.5s on a lease of 2s: the server still holds the lease when the
 	// refresh arrives, 100ms after the Lease's Expires.
 	const ttl = 1500 * time.Millisecond

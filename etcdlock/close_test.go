@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -56,7 +57,7 @@ func TestClose(t *testing.T) {
 	l, err := etcdlock.New(cli, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
-	mine, theirs := "close-mine-"+distlock.NewToken(), "close-theirs-"+distlock.NewToken()
+	mine, theirs := "close-mine-"+driver.NewToken(), "close-theirs-"+driver.NewToken()
 	const ttl = 30 * time.Second
 
 	lease, err := l.TryLock(ctxFor(t, 5*time.Second), mine, ttl)
@@ -139,7 +140,7 @@ func TestCloseInFlight(t *testing.T) {
 	l, err := etcdlock.New(hang, &etcdlock.Options{RequestTimeout: time.Minute})
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
-	key := "close-in-flight-" + distlock.NewToken()
+	key := "close-in-flight-" + driver.NewToken()
 	tried := make(chan error, 1)
 	go func() {
 		_, err := l.TryLock(ctxFor(t, time.Minute), key, time.Minute)
@@ -168,7 +169,7 @@ func requireOpError(t *testing.T, err error, op, key string, want error) {
 	require.Equal(t, "etcdlock", oe.Backend)
 	require.Equal(t, op, oe.Op)
 	require.Equal(t, key, oe.Key)
-	if len(key) > distlock.MaxKeyInMessage {
+	if len(key) > driver.MaxKeyInMessage {
 		require.NotContains(t, err.Error(), key, "the message holds the whole key")
 	}
 }

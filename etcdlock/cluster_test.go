@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/internal/testenv"
 	"github.com/stretchr/testify/require"
@@ -78,7 +79,7 @@ func TestWaitOnIsolatedMember(t *testing.T) {
 			}
 			h := newLocker(t, newClient(t, endpointsBut(m), nil), &etcdlock.Options{Owner: "holder"})
 			w := newLocker(t, newClient(t, []string{etcdCluster.Members[m].Addr()}, nil), &etcdlock.Options{Owner: "waiter"})
-			key := "wait-isolated-" + distlock.NewToken()
+			key := "wait-isolated-" + driver.NewToken()
 			const ttl = 3 * time.Second
 			lh, err := h.TryLock(ctxFor(t, 5*time.Second), key, ttl)
 			require.NoError(t, err)
@@ -115,7 +116,7 @@ func TestIsolatedHolder(t *testing.T) {
 			cCli := newClient(t, []string{etcdCluster.Members[m].Addr()}, nil)
 			c := newLocker(t, cCli, &etcdlock.Options{Owner: "c"})
 			d := newLocker(t, newClient(t, endpointsBut(m), nil), &etcdlock.Options{Owner: "d"})
-			key := "isolated-holder-" + distlock.NewToken()
+			key := "isolated-holder-" + driver.NewToken()
 			const ttl = 3 * time.Second
 			lc, err := c.TryLock(ctxFor(t, 5*time.Second), key, ttl)
 			require.NoError(t, err)
@@ -191,7 +192,7 @@ func TestIsolatedHolder(t *testing.T) {
 // holder's Held.Context lives; after the release d acquires with a larger fence.
 func exclusiveDuring(t *testing.T, c, d *etcdlock.Locker, fault func()) {
 	t.Helper()
-	key := "exclusive-" + distlock.NewToken()
+	key := "exclusive-" + driver.NewToken()
 	const ttl = 3 * time.Second
 	lc, err := c.TryLock(ctxFor(t, 10*time.Second), key, ttl)
 	require.NoError(t, err)
@@ -324,7 +325,7 @@ func TestUnlockWithMemberDown(t *testing.T) {
 			other := newLocker(t, newClient(t, etcdCluster.Endpoints(), nil), nil)
 			var leases []distlock.Lease
 			for range 3 {
-				lease, err := l.TryLock(ctxFor(t, 10*time.Second), "unlock-down-"+distlock.NewToken(), 30*time.Second)
+				lease, err := l.TryLock(ctxFor(t, 10*time.Second), "unlock-down-"+driver.NewToken(), 30*time.Second)
 				require.NoError(t, err)
 				leases = append(leases, lease)
 			}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -29,7 +29,7 @@ func TestRequestsCarryNoDeadline(t *testing.T) {
 		return invoker(ctx, m, req, reply, cc, opts...)
 	})
 	l := newLocker(t, newClientWith(t, []string{etcdSrv.Addr()}, record), nil)
-	key := "no-deadline-" + distlock.NewToken()
+	key := "no-deadline-" + driver.NewToken()
 	for _, ctx := range []context.Context{context.Background(), ctxFor(t, time.Minute)} {
 		lease, err := l.TryLock(ctx, key, 10*time.Second)
 		require.NoError(t, err)
@@ -66,7 +66,7 @@ func TestAttemptTimeout(t *testing.T) {
 		hangs = 1
 		mu.Unlock()
 		start := time.Now()
-		lease, err := l.TryLock(ctxFor(t, 10*time.Second), "attempt-timeout-"+distlock.NewToken(), 10*time.Second)
+		lease, err := l.TryLock(ctxFor(t, 10*time.Second), "attempt-timeout-"+driver.NewToken(), 10*time.Second)
 		require.NoError(t, err)
 		require.GreaterOrEqual(t, time.Since(start), timeout, "the first attempt hung until the request timeout")
 		require.NoError(t, l.Unlock(context.Background(), lease))
@@ -84,7 +84,7 @@ func TestAttemptTimeout(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		_, err := long.TryLock(ctx, "attempt-deadline-"+distlock.NewToken(), 10*time.Second)
+		_, err := long.TryLock(ctx, "attempt-deadline-"+driver.NewToken(), 10*time.Second)
 		require.Error(t, err)
 		require.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
 		require.Less(t, time.Since(start), 5*time.Second, "the caller's deadline ended the hanging attempt")

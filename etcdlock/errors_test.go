@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/stretchr/testify/require"
 )
@@ -17,7 +18,7 @@ import (
 func TestOpErrors(t *testing.T) {
 	a := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
 	b := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
-	key := distlock.NewToken() + strings.Repeat("k", etcdlock.MaxKeyLen-30)
+	key := driver.NewToken() + strings.Repeat("k", etcdlock.MaxKeyLen-30)
 	const ttl = 10 * time.Second
 	ctx := ctxFor(t, 10*time.Second)
 	done, cancel := context.WithCancel(ctx)

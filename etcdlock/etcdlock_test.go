@@ -13,6 +13,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/faultproxy"
 	"github.com/stretchr/testify/require"
@@ -43,7 +44,7 @@ func TestRoundTrips(t *testing.T) {
 	var c rttCounter
 	l := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, &c), nil)
 	other := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
-	key := "rtt-" + distlock.NewToken()
+	key := "rtt-" + driver.NewToken()
 	count := func(what string, want int64, f func() error) {
 		t.Helper()
 		before := c.Load()
@@ -131,7 +132,7 @@ func leaseOf(t *testing.T, cli *clientv3.Client, l *etcdlock.Locker, key string)
 func TestRenewOtherTTL(t *testing.T) {
 	cli := newClient(t, []string{etcdSrv.Addr()}, nil)
 	l := newLocker(t, cli, nil)
-	key := "renew-ttl-" + distlock.NewToken()
+	key := "renew-ttl-" + driver.NewToken()
 	la, err := l.TryLock(ctxFor(t, 5*time.Second), key, 1500*time.Millisecond)
 	require.NoError(t, err)
 	first, granted := leaseOf(t, cli, l, key)
@@ -186,7 +187,7 @@ func TestPartitionedHolder(t *testing.T) {
 	t.Cleanup(func() { p.Close() })
 	a := newLocker(t, newClient(t, []string{p.Addr()}, nil), &etcdlock.Options{Owner: "a"})
 	b := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), &etcdlock.Options{Owner: "b"})
-	key := "partition-" + distlock.NewToken()
+	key := "partition-" + driver.NewToken()
 	const ttl = 2 * time.Second
 	la, err := a.TryLock(ctxFor(t, 5*time.Second), key, ttl)
 	require.NoError(t, err)
@@ -252,7 +253,7 @@ func TestPartitionedHolder(t *testing.T) {
 func TestHoldLostOnRevoke(t *testing.T) {
 	cli := newClient(t, []string{etcdSrv.Addr()}, nil)
 	l := newLocker(t, cli, nil)
-	key := "hold-" + distlock.NewToken()
+	key := "hold-" + driver.NewToken()
 	lease, err := l.TryLock(ctxFor(t, 5*time.Second), key, 30*time.Second)
 	require.NoError(t, err)
 	held := distlock.Hold(t.Context(), l, lease, &distlock.HoldOptions{TTL: 30 * time.Second})
@@ -313,7 +314,7 @@ func TestLeaderKill(t *testing.T) {
 	const ttl = 2 * time.Second
 	var keys [nkeys]string
 	for i := range keys {
-		keys[i] = "leader-kill-" + distlock.NewToken()
+		keys[i] = "leader-kill-" + driver.NewToken()
 	}
 	var (
 		mu       sync.Mutex
@@ -425,7 +426,7 @@ func TestLeaderKill(t *testing.T) {
 
 	// A new client of the surviving members locks and unlocks at once.
 	l := newLocker(t, newClient(t, c.Endpoints(), nil), nil)
-	lease, err := l.TryLock(ctxFor(t, 10*time.Second), "after-election-"+distlock.NewToken(), ttl)
+	lease, err := l.TryLock(ctxFor(t, 10*time.Second), "after-election-"+driver.NewToken(), ttl)
 	if err != nil {
 		t.Fatalf("TryLock after the election: %v", err)
 	}
@@ -465,7 +466,7 @@ func acquire(ctx context.Context, l *etcdlock.Locker, key string, ttl time.Durat
 func TestWaitAfterSighting(t *testing.T) {
 	a := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
 	b := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
-	key := "sighting-" + distlock.NewToken()
+	key := "sighting-" + driver.NewToken()
 	const ttl = time.Minute
 
 	la, err := a.TryLock(ctxFor(t, 5*time.Second), key, ttl)
@@ -536,7 +537,7 @@ func TestSpareLease(t *testing.T) {
 		return kept[0], returned
 	}
 
-	key := "spare-" + distlock.NewToken()
+	key := "spare-" + driver.NewToken()
 	la, err := a.TryLock(ctxFor(t, 5*time.Second), key, ttl)
 	require.NoError(t, err)
 	kept, grantedBy := spareOf(key)
@@ -553,7 +554,7 @@ func TestSpareLease(t *testing.T) {
 
 	// A new Locker: b keeps lb's lease as a spare now.
 	b = newLocker(t, cli, nil)
-	key = "spare-revoked-" + distlock.NewToken()
+	key = "spare-revoked-" + driver.NewToken()
 	if la, err = a.TryLock(ctxFor(t, 5*time.Second), key, ttl); err != nil {
 		t.Fatal(err)
 	}
@@ -579,7 +580,7 @@ func TestWaitsShareWatch(t *testing.T) {
 	a := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
 	b := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
 	b.SetWatchIdle(100 * time.Millisecond)
-	key := "share-" + distlock.NewToken()
+	key := "share-" + driver.NewToken()
 	la, err := a.TryLock(ctxFor(t, 5*time.Second), key, time.Minute)
 	require.NoError(t, err)
 	const waits = 5
@@ -609,7 +610,7 @@ func TestWaitLoopRoundTrips(t *testing.T) {
 	var c rttCounter
 	l := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, &c), nil)
 	other := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
-	key := "loop-" + distlock.NewToken()
+	key := "loop-" + driver.NewToken()
 	const ttl = 30 * time.Second
 	lo, err := other.TryLock(ctxFor(t, 5*time.Second), key, ttl)
 	require.NoError(t, err)

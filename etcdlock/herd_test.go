@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/stretchr/testify/require"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -42,7 +43,7 @@ func TestNoHerd(t *testing.T) {
 		ls[i] = newLocker(t, newClientWith(t, eps, countTryLocks(&tries)), nil)
 	}
 	holder := newLocker(t, newClient(t, eps, nil), nil)
-	key := "herd-" + distlock.NewToken()
+	key := "herd-" + driver.NewToken()
 	first, err := holder.TryLock(ctxFor(t, 5*time.Second), key, ttl)
 	require.NoError(t, err)
 

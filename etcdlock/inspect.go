@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -27,7 +28,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, erro
 }
 
 func (l *Locker) inspect(ctx context.Context, key string, start time.Time) (distlock.Holder, error) {
-	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(key, MaxKeyLen); err != nil {
 		return distlock.Holder{}, err
 	}
 	if err := ctx.Err(); err != nil {

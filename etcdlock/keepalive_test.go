@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -22,7 +23,7 @@ func TestRenewsShareKeepAliveStreams(t *testing.T) {
 	l := newLocker(t, newClientWith(t, []string{etcdSrv.Addr()}, beforeStream(methodKeepAlive, func() { streams.Add(1) })), nil)
 	const keys, rounds, ttl = 20, 3, 5 * time.Second
 	leases := make([]distlock.Lease, keys)
-	pfx := "share-ka-" + distlock.NewToken()
+	pfx := "share-ka-" + driver.NewToken()
 	for i := range leases {
 		var err error
 		leases[i], err = l.TryLock(ctxFor(t, 5*time.Second), pfx+"-"+string(rune('a'+i)), ttl)
@@ -74,7 +75,7 @@ func TestKeepAliveStreamHangs(t *testing.T) {
 	})
 	l := newLocker(t, newClientWith(t, []string{etcdSrv.Addr()}, hang), &etcdlock.Options{RequestTimeout: 300 * time.Millisecond})
 	const ttl = 5 * time.Second
-	lease, err := l.TryLock(ctxFor(t, 5*time.Second), "hang-ka-"+distlock.NewToken(), ttl)
+	lease, err := l.TryLock(ctxFor(t, 5*time.Second), "hang-ka-"+driver.NewToken(), ttl)
 	require.NoError(t, err)
 	start := time.Now()
 	_, err = l.Renew(ctxFor(t, 4*time.Second), lease, ttl)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -82,13 +83,13 @@ func valueFrom(v []byte, secs int64) string {
 	return token + "\n" + strconv.FormatInt(secs, 10) + "\n" + owner
 }
 
-// tokenLen is the length of distlock.NewToken's tokens (base32 of 128 bits).
+// tokenLen is the length of driver.NewToken's tokens (base32 of 128 bits).
 const tokenLen = 26
 
 // checkLease returns an error wrapping ErrInvalid when lease cannot be one that
 // etcdlock issued, and one wrapping ErrNotHeld when its Fence is no etcd revision.
 func checkLease(lease distlock.Lease) error {
-	if err := distlock.ValidateLease(lease); err != nil {
+	if err := driver.ValidateLease(lease); err != nil {
 		return err
 	}
 	t := lease.Token
@@ -132,7 +133,7 @@ func leaseSecs(ttl time.Duration) int64 {
 // checkTTL returns an error wrapping ErrInvalid when ttl is not positive or longer
 // than MaxTTL.
 func checkTTL(ttl time.Duration) error {
-	if err := distlock.ValidateTTL(ttl); err != nil {
+	if err := driver.ValidateTTL(ttl); err != nil {
 		return err
 	}
 	if ttl > MaxTTL {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/faultproxy"
 	"github.com/stretchr/testify/require"
@@ -23,7 +24,7 @@ func TestLostAfterCompaction(t *testing.T) {
 	t.Cleanup(func() { p.Close() })
 	a := newLocker(t, newClient(t, []string{p.Addr()}, nil), &etcdlock.Options{Owner: "a"})
 	cli := newClient(t, []string{etcdSrv.Addr()}, nil)
-	pfx := "compact-" + distlock.NewToken()
+	pfx := "compact-" + driver.NewToken()
 	gone, kept := pfx+"-gone", pfx+"-kept"
 	lg, err := a.TryLock(ctxFor(t, 5*time.Second), gone, 30*time.Second)
 	require.NoError(t, err)
@@ -41,7 +42,7 @@ func TestLostAfterCompaction(t *testing.T) {
 	p.Cut()
 	_, err = cli.Delete(ctxFor(t, 5*time.Second), a.EtcdKey(gone))
 	require.NoError(t, err)
-	put, err := cli.Put(ctxFor(t, 5*time.Second), "compact-filler-"+distlock.NewToken(), "x")
+	put, err := cli.Put(ctxFor(t, 5*time.Second), "compact-filler-"+driver.NewToken(), "x")
 	require.NoError(t, err)
 	_, err = cli.Compact(ctxFor(t, 5*time.Second), put.Header.Revision)
 	require.NoError(t, err)
@@ -72,7 +73,7 @@ func TestLostSharesOneWatch(t *testing.T) {
 	cli := newClient(t, []string{etcdSrv.Addr()}, nil)
 	a := newLocker(t, cli, &etcdlock.Options{Owner: "a"})
 	b := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), &etcdlock.Options{Owner: "b"})
-	pfx := "share-" + distlock.NewToken()
+	pfx := "share-" + driver.NewToken()
 	first, err := a.TryLock(ctxFor(t, 5*time.Second), pfx+"-first", 30*time.Second)
 	require.NoError(t, err)
 	a.Lost(first) // starts the watch

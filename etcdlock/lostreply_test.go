@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -97,7 +98,7 @@ func TestShorteningRenewLostReply(t *testing.T) {
 	var loser replyLoser
 	c := newLocker(t, newClientWith(t, []string{etcdSrv.Addr()}, loser.dialOptions()...), &etcdlock.Options{Owner: "c"})
 	d := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), &etcdlock.Options{Owner: "d"})
-	key := "shorten-" + distlock.NewToken()
+	key := "shorten-" + driver.NewToken()
 	const long, short = 10 * time.Second, 3 * time.Second
 	lc, err := c.TryLock(ctxFor(t, 5*time.Second), key, long)
 	require.NoError(t, err)
@@ -141,7 +142,7 @@ func TestRepeatAfterLostReply(t *testing.T) {
 	loser.once.Store(true)
 	cli := newClient(t, []string{etcdSrv.Addr()}, nil)
 	c := newLocker(t, newClientWith(t, []string{etcdSrv.Addr()}, loser.dialOptions()...), &etcdlock.Options{Owner: "c"})
-	key := "repeat-" + distlock.NewToken()
+	key := "repeat-" + driver.NewToken()
 
 	loser.armed.Store(true)
 	lc, err := c.TryLock(ctxFor(t, 10*time.Second), key, 3*time.Second)

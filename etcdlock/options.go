@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // Limits and defaults.
@@ -36,7 +37,7 @@ type Options struct {
 	Prefix string
 	// Owner labels the holder for Inspect (Holder.Owner). It is for people, not for
 	// the owner check (that uses the Lease's Token). At most MaxOwnerLen bytes.
-	// Default distlock.DefaultOwner() ("hostname:pid").
+	// Default driver.DefaultOwner() ("hostname:pid").
 	Owner string
 	// CleanupTimeout bounds the revocation of a failed attempt's lease, which runs
 	// with a fresh context (never the caller's, which may be the reason for the
@@ -67,7 +68,7 @@ func (o *Options) withDefaults() (Options, error) {
 		r.Prefix += "/"
 	}
 	if r.Owner == "" {
-		r.Owner = distlock.DefaultOwner()
+		r.Owner = driver.DefaultOwner()
 	}
 	switch {
 	case len(r.Owner) > MaxOwnerLen:

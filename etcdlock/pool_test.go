@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -31,7 +32,7 @@ func TestUnlockKeepsLease(t *testing.T) {
 	cli := newClient(t, []string{etcdSrv.Addr()}, &c)
 	l := newLocker(t, cli, nil)
 	const ttl = 10 * time.Second
-	k1, k2, k3 := "keep-1-"+distlock.NewToken(), "keep-2-"+distlock.NewToken(), "keep-3-"+distlock.NewToken()
+	k1, k2, k3 := "keep-1-"+driver.NewToken(), "keep-2-"+driver.NewToken(), "keep-3-"+driver.NewToken()
 	la, err := l.TryLock(ctxFor(t, 5*time.Second), k1, ttl)
 	require.NoError(t, err)
 	granted := time.Now() // after the grant was sent
@@ -66,7 +67,7 @@ func TestStaleSpareRefreshed(t *testing.T) {
 	cli := newClient(t, []string{etcdSrv.Addr()}, &c)
 	l := newLocker(t, cli, nil)
 	const ttl = 2 * time.Second
-	k1, k2 := "stale-1-"+distlock.NewToken(), "stale-2-"+distlock.NewToken()
+	k1, k2 := "stale-1-"+driver.NewToken(), "stale-2-"+driver.NewToken()
 	la, err := l.TryLock(ctxFor(t, 5*time.Second), k1, ttl)
 	require.NoError(t, err)
 	id, _ := leaseOf(t, cli, l, k1)
@@ -93,14 +94,14 @@ func TestCloseRevokesSpares(t *testing.T) {
 	t.Cleanup(func() { l.Close() })
 	var ids []clientv3.LeaseID
 	for i := range 3 {
-		key := "spares-" + distlock.NewToken()
+		key := "spares-" + driver.NewToken()
 		lease, err := l.TryLock(ctxFor(t, 5*time.Second), key, time.Duration(10+i)*time.Second)
 		require.NoError(t, err)
 		id, _ := leaseOf(t, cli, l, key)
 		ids = append(ids, id)
 		require.NoError(t, l.Unlock(ctxFor(t, 5*time.Second), lease))
 	}
-	key := "spares-held-" + distlock.NewToken()
+	key := "spares-held-" + driver.NewToken()
 	lo, err := other.TryLock(ctxFor(t, 5*time.Second), key, time.Minute)
 	require.NoError(t, err)
 	before := leaseIDs(t, cli)
@@ -137,7 +138,7 @@ func TestUnsureLeaseNotKept(t *testing.T) {
 		return err
 	}))
 	l := newLocker(t, cli, nil)
-	key := "unsure-" + distlock.NewToken()
+	key := "unsure-" + driver.NewToken()
 	lose.Store(true)
 	lease, err := l.TryLock(ctxFor(t, 5*time.Second), key, 10*time.Second)
 	require.NoError(t, err)
@@ -154,12 +155,12 @@ func TestUnsureLeaseNotKept(t *testing.T) {
 func TestForgedUnlockOnHolder(t *testing.T) {
 	cli := newClient(t, []string{etcdSrv.Addr()}, nil)
 	l := newLocker(t, cli, nil)
-	key := "forged-" + distlock.NewToken()
+	key := "forged-" + driver.NewToken()
 	lease, err := l.TryLock(ctxFor(t, 5*time.Second), key, 10*time.Second)
 	require.NoError(t, err)
 	id, _ := leaseOf(t, cli, l, key)
 	forged := lease
-	forged.Token = distlock.NewToken()
+	forged.Token = driver.NewToken()
 	require.ErrorIs(t, l.Unlock(ctxFor(t, 5*time.Second), forged), distlock.ErrNotHeld)
 	got, _ := leaseOf(t, cli, l, key)
 	require.Equal(t, id, got)
@@ -173,7 +174,7 @@ func TestForgedUnlockOnHolder(t *testing.T) {
 func TestUnlockAfterMoveElsewhere(t *testing.T) {
 	cli := newClient(t, []string{etcdSrv.Addr()}, nil)
 	a, b := newLocker(t, cli, nil), newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
-	key := "moved-" + distlock.NewToken()
+	key := "moved-" + driver.NewToken()
 	lease, err := a.TryLock(ctxFor(t, 5*time.Second), key, 10*time.Second)
 	require.NoError(t, err)
 	first, _ := leaseOf(t, cli, a, key)

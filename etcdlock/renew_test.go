@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -34,7 +35,7 @@ func TestRenewRacingUnlock(t *testing.T) {
 			unlockErr <- u.Unlock(ctxFor(t, 5*time.Second), lease)
 		}
 	})), nil)
-	key := "renew-race-" + distlock.NewToken()
+	key := "renew-race-" + driver.NewToken()
 	const ttl = 5 * time.Second
 	lease, err := r.TryLock(ctxFor(t, 5*time.Second), key, ttl)
 	require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/stretchr/testify/require"
 )
 
@@ -45,7 +46,7 @@ func TestRenewAfterExpires(t *testing.T) {
 				if other { // a Locker that did not record the acquisition
 					r = newLocker(t, cli, nil)
 				}
-				key := "renew-late-" + distlock.NewToken()
+				key := "renew-late-" + driver.NewToken()
 				lease, err := l.TryLock(ctxFor(t, 5*time.Second), key, lateTTL)
 				require.NoError(t, err)
 				sleepPast(lease.Expires, 50*time.Millisecond)
@@ -76,7 +77,7 @@ func TestRenewMoveReplyAfterExpires(t *testing.T) {
 		return err
 	}))
 	l := newLocker(t, cli, nil)
-	key := "renew-move-late-" + distlock.NewToken()
+	key := "renew-move-late-" + driver.NewToken()
 	lease, err := l.TryLock(ctxFor(t, 5*time.Second), key, lateTTL)
 	require.NoError(t, err)
 	late := lease.Expires.Add(20 * time.Millisecond)

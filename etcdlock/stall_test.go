@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/faultproxy"
 	"github.com/stretchr/testify/require"
 )
@@ -32,7 +33,7 @@ func TestStalledCallsReturnByTheirDeadlines(t *testing.T) {
 	l := newLocker(t, newClient(t, []string{p.Addr()}, nil), nil)
 	other := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
 	const leases, others, ttl = 30, 10, 10 * time.Second
-	prefix := "stall-" + distlock.NewToken()
+	prefix := "stall-" + driver.NewToken()
 	held := make([]distlock.Lease, leases+others)
 	for i := range held {
 		locker := l

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -45,7 +46,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 }
 
 func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, start time.Time) (distlock.Lease, error) {
-	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(key, MaxKeyLen); err != nil {
 		return distlock.Lease{}, err
 	}
 	if err := checkTTL(ttl); err != nil {
@@ -56,7 +57,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 	}
 	secs := leaseSecs(ttl)
 	k := l.etcdKeyBytes(key)
-	token := distlock.NewToken()
+	token := driver.NewToken()
 	value := l.valueBytes(token, secs)
 	sp, stale, reused := l.takeSpare(secs, ttl, start)
 	for {
@@ -110,7 +111,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 				holder := "by a key that is gone by now"
 				if kv != nil {
 					held, owner := parseValue(kv.Value)
-					holder = fmt.Sprintf("by owner %s, fence %d", distlock.QuoteKey(owner), kv.CreateRevision)
+					holder = fmt.Sprintf("by owner %s, fence %d", driver.QuoteKey(owner), kv.CreateRevision)
 					l.see(key, sighting{rev: resp.Header.Revision, lease: kv.Lease, secs: held, at: start})
 				}
 				return distlock.Lease{}, fmt.Errorf("held %s: %w", holder, distlock.ErrLocked)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/stretchr/testify/require"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
@@ -42,12 +43,12 @@ func TestUnlockComparesOnce(t *testing.T) {
 		require.Equal(t, pb.Compare_MOD, cmps[0].Target)
 	}
 
-	lease, err := l.TryLock(ctx, "cmp-once-"+distlock.NewToken(), 2*time.Second)
+	lease, err := l.TryLock(ctx, "cmp-once-"+driver.NewToken(), 2*time.Second)
 	require.NoError(t, err)
 	require.NoError(t, l.Unlock(ctx, lease))
 	modOnly(last())
 
-	lease, err = l.TryLock(ctx, "cmp-move-"+distlock.NewToken(), 2*time.Second)
+	lease, err = l.TryLock(ctx, "cmp-move-"+driver.NewToken(), 2*time.Second)
 	require.NoError(t, err)
 	lease, err = l.Renew(ctx, lease, 5*time.Second) // moves the key to a lease of 5s
 	require.NoError(t, err)
@@ -58,7 +59,7 @@ func TestUnlockComparesOnce(t *testing.T) {
 
 	// Another Locker moves the key: the mod revision changed, and Unlock still
 	// releases it (by token).
-	lease, err = l.TryLock(ctx, "cmp-other-"+distlock.NewToken(), 2*time.Second)
+	lease, err = l.TryLock(ctx, "cmp-other-"+driver.NewToken(), 2*time.Second)
 	require.NoError(t, err)
 	moved, err := other.Renew(ctx, lease, 5*time.Second)
 	require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -170,7 +171,7 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 }
 
 func (l *Locker) wait(ctx context.Context, key string) error {
-	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(key, MaxKeyLen); err != nil {
 		return err
 	}
 	gaveUp := func() error {

@@ -10,6 +10,7 @@ import (
 	"github.com/go-co-op/gocron/v2"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/keytext"
 )
 
 // A Locker is gocron's distributed job Locker over a distlock.Locker: pass it to
@@ -93,7 +94,7 @@ func (lk *Locker) Context(ctx context.Context, key string) context.Context {
 	lk.mu.Unlock()
 	c, cancel := context.WithCancelCause(ctx)
 	if r == nil {
-		cancel(fmt.Errorf("gocronlock: job %s: %w: no run of it holds a lease here", distlock.QuoteKey(key), distlock.ErrNotHeld))
+		cancel(fmt.Errorf("gocronlock: job %s: %w: no run of it holds a lease here", keytext.Quote(key), distlock.ErrNotHeld))
 		return c
 	}
 	// r.ctx always ends (at Unlock at the latest), and then so does c.
@@ -142,7 +143,7 @@ func (lk *Locker) isClosed() bool {
 }
 
 func (lk *Locker) closedErr(key string) error {
-	return fmt.Errorf("gocronlock: job %s: %w", distlock.QuoteKey(key), distlock.ErrClosed)
+	return fmt.Errorf("gocronlock: job %s: %w", keytext.Quote(key), distlock.ErrClosed)
 }
 
 // forget removes r from the runs that the job's helpers and Close see.

@@ -9,7 +9,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/backendtest"
 	"github.com/distlock/distlock/internal/testenv"
 )
@@ -49,7 +49,7 @@ func newScheduler(t *testing.T, behind time.Duration, opts ...gocron.SchedulerOp
 }
 
 // testKey returns a job name of the test's own, fresh on every run.
-func testKey(t *testing.T) string { return "gocron/" + t.Name() + "/" + distlock.NewToken()[:8] }
+func testKey(t *testing.T) string { return "gocron/" + t.Name() + "/" + driver.NewToken()[:8] }
 
 // ctxFor returns a context that ends after d or with the test.
 func ctxFor(t *testing.T, d time.Duration) context.Context {

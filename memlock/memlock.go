@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/waitq"
 )
 
@@ -120,10 +121,10 @@ func (s *state) release() {
 // TryLock acquires key for ttl, or returns ErrLocked.
 func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
 	start := time.Now()
-	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(key, MaxKeyLen); err != nil {
 		return distlock.Lease{}, fail("TryLock", key, err)
 	}
-	if err := distlock.ValidateTTL(ttl); err != nil {
+	if err := driver.ValidateTTL(ttl); err != nil {
 		return distlock.Lease{}, fail("TryLock", key, err)
 	}
 	if err := l.check(ctx); err != nil {
@@ -140,7 +141,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 		s.release()
 	}
 	s.fence++
-	s.token = distlock.NewToken()
+	s.token = driver.NewToken()
 	s.expires = start.Add(ttl)
 	return distlock.Lease{Key: key, Token: s.token, Fence: s.fence, Expires: s.expires}, nil
 }
@@ -159,10 +160,10 @@ func (l *Locker) owned(lease distlock.Lease, now time.Time) *state {
 // is start + ttl.
 func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
 	start := time.Now()
-	if err := distlock.ValidateLease(lease); err != nil {
+	if err := driver.ValidateLease(lease); err != nil {
 		return distlock.Lease{}, fail("Renew", lease.Key, err)
 	}
-	if err := distlock.ValidateTTL(ttl); err != nil {
+	if err := driver.ValidateTTL(ttl); err != nil {
 		return distlock.Lease{}, fail("Renew", lease.Key, err)
 	}
 	if err := l.check(ctx); err != nil {
@@ -183,7 +184,7 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 
 // Unlock releases lease.
 func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
-	if err := distlock.ValidateLease(lease); err != nil {
+	if err := driver.ValidateLease(lease); err != nil {
 		return fail("Unlock", lease.Key, err)
 	}
 	if err := l.check(ctx); err != nil {
@@ -219,7 +220,7 @@ func (l *Locker) Revoke(key string) bool {
 // soon after (the woken caller gave up), so that a herd of waiters does not rush the
 // key at each release.
 func (l *Locker) Wait(ctx context.Context, key string) error {
-	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(key, MaxKeyLen); err != nil {
 		return fail("Wait", key, err)
 	}
 	if err := l.check(context.Background()); err != nil {
@@ -255,7 +256,7 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 
 // Inspect reports key's holder, or ErrNotHeld when it is free.
 func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, error) {
-	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(key, MaxKeyLen); err != nil {
 		return distlock.Holder{}, fail("Inspect", key, err)
 	}
 	if err := l.check(ctx); err != nil {

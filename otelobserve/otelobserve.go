@@ -49,6 +49,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/internal/keytext"
 )
 
 // ScopeName is the instrumentation scope of the meter and tracer.
@@ -195,10 +196,10 @@ func (o *observer) trace(ctx context.Context, ev distlock.Event) {
 
 // cut shortens a key for an attribute, at a character boundary.
 func cut(key string) string {
-	if len(key) <= distlock.MaxKeyInMessage {
+	if len(key) <= keytext.Max {
 		return key
 	}
-	n := distlock.MaxKeyInMessage
+	n := keytext.Max
 	for n > 0 && !utf8.RuneStart(key[n]) {
 		n--
 	}

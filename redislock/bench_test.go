@@ -8,8 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/driver"
 )
 
 // The benchmarks compare an uncontended TryLock+Unlock with its floors: the same two
@@ -32,7 +32,7 @@ func benchClient(b *testing.B) *redis.Client {
 
 func benchTryLockUnlock(b *testing.B, ctx context.Context) {
 	l := newLockerOn(b, benchClient(b), nil)
-	key := "bench-" + distlock.NewToken()[:8]
+	key := "bench-" + driver.NewToken()[:8]
 	// Load the scripts (the first EVALSHA falls back to EVAL once).
 	lease, err := l.TryLock(ctx, key, benchTTL)
 	if err != nil {
@@ -93,8 +93,8 @@ func fencedPair(ctx context.Context, c *redis.Client, key, token string) error {
 func BenchmarkRawSetNXEvalDel(b *testing.B) {
 	c := benchClient(b)
 	ctx := context.Background()
-	key := "bench-raw-" + distlock.NewToken()[:8]
-	token := distlock.NewToken()
+	key := "bench-raw-" + driver.NewToken()[:8]
+	token := driver.NewToken()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -122,10 +122,10 @@ func BenchmarkInterleaved(b *testing.B) {
 func benchInterleaved(b *testing.B, ctx context.Context) {
 	l := newLockerOn(b, benchClient(b), nil)
 	c := benchClient(b)
-	key := "bench-" + distlock.NewToken()[:8]
-	rawKey := "bench-raw-" + distlock.NewToken()[:8]
-	fencedKey := "bench-fenced-" + distlock.NewToken()[:8]
-	token := distlock.NewToken()
+	key := "bench-" + driver.NewToken()[:8]
+	rawKey := "bench-raw-" + driver.NewToken()[:8]
+	fencedKey := "bench-fenced-" + driver.NewToken()[:8]
+	token := driver.NewToken()
 	lease, err := l.TryLock(ctx, key, benchTTL)
 	if err != nil {
 		b.Fatal(err)
@@ -175,7 +175,7 @@ func BenchmarkWaitFreeKey(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	l := newLockerOn(b, benchClient(b), nil)
-	key := "bench-wait-" + distlock.NewToken()[:8]
+	key := "bench-wait-" + driver.NewToken()[:8]
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -228,8 +228,8 @@ func benchParallelRaw(b *testing.B, prefix string, pair func(context.Context, *r
 	b.SetParallelism(8)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
-		key := prefix + distlock.NewToken()[:8]
-		token := distlock.NewToken()
+		key := prefix + driver.NewToken()[:8]
+		token := driver.NewToken()
 		for pb.Next() {
 			if err := pair(context.Background(), c, key, token); err != nil {
 				b.Error(err)
@@ -244,7 +244,7 @@ func benchParallel(b *testing.B, ctx context.Context) {
 	b.SetParallelism(8)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
-		key := "bench-par-" + distlock.NewToken()[:8]
+		key := "bench-par-" + driver.NewToken()[:8]
 		for pb.Next() {
 			lease, err := l.TryLock(ctx, key, benchTTL)
 			if err != nil {

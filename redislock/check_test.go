@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testenv"
 	"github.com/distlock/distlock/redislock"
 )
@@ -111,7 +111,7 @@ func TestCheckServerReplication(t *testing.T) {
 // TestCheckServerConfigRefused: a user whose ACL denies CONFIG gets a report that
 // says what it could not check, not an error.
 func TestCheckServerConfigRefused(t *testing.T) {
-	user, pass := "check-"+strings.ToLower(distlock.NewToken()[:8]), distlock.NewToken()
+	user, pass := "check-"+strings.ToLower(driver.NewToken()[:8]), driver.NewToken()
 	raw := newClient(t, redisSrv)
 	if err := raw.Do(ctxT(t), "ACL", "SETUSER", user, "on", ">"+pass, "~*", "&*", "+@all", "-config").Err(); err != nil {
 		t.Fatal(err)

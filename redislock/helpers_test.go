@@ -8,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testenv"
 	"github.com/distlock/distlock/redislock"
 )
@@ -43,4 +43,4 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-func testKey(t *testing.T) string { return t.Name() + "-" + distlock.NewToken()[:8] }
+func testKey(t *testing.T) string { return t.Name() + "-" + driver.NewToken()[:8] }

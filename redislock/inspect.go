@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/redisx"
 )
 
@@ -30,7 +31,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, erro
 }
 
 func (l *Locker) inspect(ctx context.Context, key string) (distlock.Holder, error) {
-	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(key, MaxKeyLen); err != nil {
 		return distlock.Holder{}, err
 	}
 	n := l.names(key)

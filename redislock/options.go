@@ -32,7 +32,7 @@ type Options struct {
 	// Owner is a label stored with every lock this Locker takes; Inspect reports it,
 	// and ErrLocked errors name it. It is for people, not for the owner check (that
 	// uses the Lease's Token). At most MaxOwnerLen bytes. Default
-	// distlock.DefaultOwner() ("<hostname>:<pid>").
+	// driver.DefaultOwner() ("<hostname>:<pid>").
 	Owner string
 	// CleanupTimeout bounds the fresh context (never the caller's, which may be
 	// dead) that removes the lock a TryLock may have made when its outcome is

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/redisx"
 	"github.com/distlock/distlock/internal/waitq"
 )
@@ -101,14 +102,14 @@ func opError(op, key string, err error) error {
 
 // checkLease validates a Lease (and ttl, when not nil) for Renew and Unlock.
 func checkLease(lease distlock.Lease, ttl *time.Duration) error {
-	if err := distlock.ValidateLease(lease); err != nil {
+	if err := driver.ValidateLease(lease); err != nil {
 		return err
 	}
-	if err := distlock.ValidateKey(lease.Key, MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(lease.Key, MaxKeyLen); err != nil {
 		return err
 	}
 	if ttl != nil {
-		return distlock.ValidateTTL(*ttl)
+		return driver.ValidateTTL(*ttl)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/faultproxy"
 	"github.com/distlock/distlock/redislock"
 )
@@ -101,7 +102,7 @@ func TestClose(t *testing.T) {
 // computed, for keys full of separators and braces.
 func TestKeyLayout(t *testing.T) {
 	raw := newClient(t, redisSrv)
-	prefix := "layout-" + distlock.NewToken()[:6]
+	prefix := "layout-" + driver.NewToken()[:6]
 	l := newLocker(t, &redislock.Options{Prefix: prefix, Owner: "tester"})
 	ctx := ctxT(t)
 	for _, key := range trickyKeys {
@@ -223,7 +224,7 @@ func TestResentAcquireIsIdempotent(t *testing.T) {
 	ctx := ctxT(t)
 	l := newLocker(t, nil)
 	key := testKey(t)
-	token := distlock.NewToken()
+	token := driver.NewToken()
 	f1, err := l.Acquire(ctx, key, token, time.Minute)
 	if err != nil || f1 <= 0 {
 		t.Fatalf("first acquire: fence %d, %v", f1, err)
@@ -232,7 +233,7 @@ func TestResentAcquireIsIdempotent(t *testing.T) {
 	if err != nil || f2 != f1 {
 		t.Fatalf("resent acquire: fence %d, %v; want %d", f2, err, f1)
 	}
-	f3, err := l.Acquire(ctx, key, distlock.NewToken(), time.Minute)
+	f3, err := l.Acquire(ctx, key, driver.NewToken(), time.Minute)
 	if err != nil || f3 != 0 {
 		t.Fatalf("acquire with another token: fence %d, %v; want 0 (locked)", f3, err)
 	}
@@ -498,7 +499,7 @@ func TestOldLayoutLocks(t *testing.T) {
 	raw := newClient(t, redisSrv)
 	key := testKey(t)
 	lock, fence, _ := l.Names(key)
-	token := distlock.NewToken()
+	token := driver.NewToken()
 	if err := raw.Set(ctx, fence, 41, 0).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@ package redislock
 import "github.com/redis/go-redis/v9"
 
 // The value of a lock key is "<token>|<owner>": the token comes from
-// distlock.NewToken (base32: it never contains '|'), and the owner label is
+// driver.NewToken (base32: it never contains '|'), and the owner label is
 // everything after the first '|' (it may contain '|' itself). The fence lives only
 // in the fence key: while a lock exists, the fence key holds the fence of its
 // acquisition (the acquire script increments it right after it sets the lock, and

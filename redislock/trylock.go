@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/redisx"
 )
 
@@ -116,17 +117,17 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 }
 
 func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, start time.Time) (distlock.Lease, error) {
-	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(key, MaxKeyLen); err != nil {
 		return distlock.Lease{}, err
 	}
-	if err := distlock.ValidateTTL(ttl); err != nil {
+	if err := driver.ValidateTTL(ttl); err != nil {
 		return distlock.Lease{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return distlock.Lease{}, err
 	}
 	n := l.names(key)
-	token := distlock.NewToken()
+	token := driver.NewToken()
 	ms := redisx.Millis(ttl)
 	// When a Wait of this Locker has the key's channel subscribed, a TryLock that
 	// finds the key held spares the next Wait its own check (see redisx.Hub).

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/redisx"
 )
 
@@ -49,7 +50,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 }
 
 func (l *Locker) tryLockChecked(ctx context.Context, key string, ttl time.Duration, start time.Time) (distlock.Lease, error) {
-	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(key, MaxKeyLen); err != nil {
 		return distlock.Lease{}, err
 	}
 	if err := l.checkTTL(ttl); err != nil {
@@ -73,7 +74,7 @@ func (l *Locker) tryLockChecked(ctx context.Context, key string, ttl time.Durati
 // brings the nodes in and makes one more attempt (see nodestate.go).
 func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, start time.Time, bootstrap bool) (distlock.Lease, error) {
 	n := l.names(key)
-	token := distlock.NewToken()
+	token := driver.NewToken()
 	ms := redisx.Millis(ttl)
 	nt := l.NodeTimeout(ttl)
 	expires := start.Add(ttl - l.Drift(ttl))

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/driver"
 )
 
 // BenchmarkTryLockUnlock: one uncontended TryLock and Unlock of one key on the five
@@ -14,7 +14,7 @@ import (
 func BenchmarkTryLockUnlock(b *testing.B) {
 	l := newLocker(b, nil)
 	ctx := context.Background()
-	key := "bench-uncontended-" + distlock.NewToken()[:8]
+	key := "bench-uncontended-" + driver.NewToken()[:8]
 	for b.Loop() {
 		lease, err := l.TryLock(ctx, key, 10*time.Second)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testenv"
 	"github.com/distlock/distlock/redlock"
 )
@@ -75,7 +76,7 @@ func waitReturns(t *testing.T, woke <-chan error, start time.Time, limit time.Du
 func TestWaitDeadSubscription(t *testing.T) {
 	b, tap := tappedLocker(t, redlock.WithHub(&redlock.Options{NodeTimeout: time.Second}, 100*time.Millisecond, 0, 0))
 	a := newLocker(t, nil)
-	key := "dead-sub-" + distlock.NewToken()[:8]
+	key := "dead-sub-" + driver.NewToken()[:8]
 	_, _, channel := redlock.Names(redlock.DefaultPrefix, key)
 	// b's channel subscribed on every node, kept between Waits.
 	require.NoError(t, b.Wait(t.Context(), key))
@@ -113,7 +114,7 @@ func TestWaitDeadSubscription(t *testing.T) {
 func TestWaitWakesOnBrokenConnection(t *testing.T) {
 	a := newLocker(t, nil)
 	b := newLocker(t, &redlock.Options{NodeTimeout: time.Second})
-	key := "broken-sub-" + distlock.NewToken()[:8]
+	key := "broken-sub-" + driver.NewToken()[:8]
 	_, _, channel := redlock.Names(redlock.DefaultPrefix, key)
 	la, err := a.TryLock(t.Context(), key, 10*time.Second)
 	require.NoError(t, err)

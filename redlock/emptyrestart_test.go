@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/redlock"
 )
 
@@ -37,7 +38,7 @@ func backWithoutLateGrants(t *testing.T, l *redlock.Locker, ttl time.Duration, i
 func TestMinorityRestartedEmpty(t *testing.T) {
 	c := newLocker(t, emptyRestartOpts())
 	d := newLocker(t, emptyRestartOpts())
-	key := "minority-empty-" + distlock.NewToken()[:8]
+	key := "minority-empty-" + driver.NewToken()[:8]
 	const ttl = 3 * time.Second
 	down(t, 3, 4)
 	lc, err := c.TryLock(t.Context(), key, ttl)
@@ -80,7 +81,7 @@ func TestMinorityRestartedEmpty(t *testing.T) {
 // C's fence. D's fence must still be above C's: node 2's counters start in a new era.
 func TestFenceAfterEmptyRestart(t *testing.T) {
 	l := newLocker(t, emptyRestartOpts())
-	key := "fence-empty-" + distlock.NewToken()[:8]
+	key := "fence-empty-" + driver.NewToken()[:8]
 	const ttl = 3 * time.Second
 	down(t, 3, 4)
 	lc, err := l.TryLock(t.Context(), key, ttl)
@@ -111,7 +112,7 @@ func TestFenceAfterEmptyRestart(t *testing.T) {
 // TestMaxTTL: a ttl above Options.MaxTTL is invalid, for TryLock and Renew.
 func TestMaxTTL(t *testing.T) {
 	l := newLocker(t, &redlock.Options{MaxTTL: 10 * time.Second})
-	key := "max-ttl-" + distlock.NewToken()[:8]
+	key := "max-ttl-" + driver.NewToken()[:8]
 	if _, err := l.TryLock(t.Context(), key, 11*time.Second); !errors.Is(err, distlock.ErrInvalid) {
 		t.Fatalf("TryLock with ttl above MaxTTL: got %v, want ErrInvalid", err)
 	}

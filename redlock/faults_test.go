@@ -15,6 +15,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testenv"
 	"github.com/distlock/distlock/redlock"
 )
@@ -27,7 +28,7 @@ func TestKillTwoNodes(t *testing.T) {
 	for range 4 {
 		lockers = append(lockers, newLocker(t, &redlock.Options{NodeTimeout: time.Second}))
 	}
-	key := "kill-two-" + distlock.NewToken()[:8]
+	key := "kill-two-" + driver.NewToken()[:8]
 	lease, err := lockers[0].TryLock(t.Context(), key, 10*time.Second)
 	if err != nil {
 		t.Fatalf("TryLock with 3 of 5 nodes up: %v", err)
@@ -55,7 +56,7 @@ func TestKillTwoNodes(t *testing.T) {
 // once the nodes are back nothing is left locked.
 func TestKillThreeNodes(t *testing.T) {
 	l := newLocker(t, &redlock.Options{NodeTimeout: 100 * time.Millisecond})
-	key := "kill-three-" + distlock.NewToken()[:8]
+	key := "kill-three-" + driver.NewToken()[:8]
 	ttl := 10 * time.Second
 	nt := l.NodeTimeout(ttl)
 	if nt != 100*time.Millisecond {
@@ -128,7 +129,7 @@ func TestKillThreeNodes(t *testing.T) {
 // proxy delays in order) removes it.
 func TestSlowNode(t *testing.T) {
 	l, pc := proxied(t, &redlock.Options{NodeTimeout: 100 * time.Millisecond})
-	key := "slow-" + distlock.NewToken()[:8]
+	key := "slow-" + driver.NewToken()[:8]
 	ttl := 10 * time.Second
 	nt := l.NodeTimeout(ttl)
 	warm, err := l.TryLock(t.Context(), key, ttl)
@@ -183,7 +184,7 @@ func TestSlowNode(t *testing.T) {
 // increase, although a counter on any single node would repeat.
 func TestFenceAcrossMajorities(t *testing.T) {
 	l := newLocker(t, &redlock.Options{NodeTimeout: time.Second})
-	key := "majorities-" + distlock.NewToken()[:8]
+	key := "majorities-" + driver.NewToken()[:8]
 	_, fenceName, _ := redlock.Names(redlock.DefaultPrefix, key)
 	ttl := 10 * time.Second
 	counter := func(i int) uint64 { // may run off the test's goroutine
@@ -258,7 +259,7 @@ func TestEmptyRestartKeepsLease(t *testing.T) {
 	opts := &redlock.Options{NodeTimeout: time.Second, MaxTTL: time.Second}
 	a := newLocker(t, opts)
 	b := newLocker(t, opts)
-	key := "empty-restart-" + distlock.NewToken()[:8]
+	key := "empty-restart-" + driver.NewToken()[:8]
 	ttl := time.Second
 	la, err := a.TryLock(t.Context(), key, ttl)
 	if err != nil {
@@ -319,7 +320,7 @@ func TestEmptyRestartsUnderContention(t *testing.T) {
 	for range 3 {
 		lockers = append(lockers, newLocker(t, &redlock.Options{NodeTimeout: time.Second, MaxTTL: 2 * ttl}))
 	}
-	key := "chaos-" + distlock.NewToken()[:8]
+	key := "chaos-" + driver.NewToken()[:8]
 	t.Cleanup(func() {
 		for _, s := range nodes {
 			if !s.Running() {
@@ -387,7 +388,7 @@ func TestErrLockedOnlyForContention(t *testing.T) {
 		defer cancel()
 		return l.TryLock(ctx, key, 10*time.Second)
 	}
-	base := "contention-" + distlock.NewToken()[:8]
+	base := "contention-" + driver.NewToken()[:8]
 
 	// A minority of foreign locks: the free majority is enough.
 	k := base + "-minority"
@@ -434,7 +435,7 @@ func TestErrLockedOnlyForContention(t *testing.T) {
 func TestInspectQuorumView(t *testing.T) {
 	a := newLocker(t, &redlock.Options{NodeTimeout: time.Second, Owner: "owner-a"})
 	b := newLocker(t, &redlock.Options{NodeTimeout: time.Second})
-	key := "inspect-" + distlock.NewToken()[:8]
+	key := "inspect-" + driver.NewToken()[:8]
 	ctx := t.Context()
 	la, err := a.TryLock(ctx, key, 30*time.Second)
 	if err != nil {
@@ -466,7 +467,7 @@ func TestInspectQuorumView(t *testing.T) {
 func TestWaitSharesConnection(t *testing.T) {
 	holder := newLocker(t, nil)
 	l := newLocker(t, nil)
-	key := "shared-wait-" + distlock.NewToken()[:8]
+	key := "shared-wait-" + driver.NewToken()[:8]
 	_, _, channel := redlock.Names(redlock.DefaultPrefix, key)
 	numsub := func() int64 { // may run off the test's goroutine
 		v, err := testenv.RedisCommand(t.Context(), nodes[0].Addr(), "PUBSUB", "NUMSUB", channel)
@@ -518,7 +519,7 @@ func TestWaitSharesConnection(t *testing.T) {
 // instead of keeping it until its ttl.
 func TestLateGrant(t *testing.T) {
 	l := newLocker(t, &redlock.Options{NodeTimeout: time.Second})
-	key := "late-grant-" + distlock.NewToken()[:8]
+	key := "late-grant-" + driver.NewToken()[:8]
 	name := lockName(key)
 	_, fenceName, _ := redlock.Names(redlock.DefaultPrefix, key)
 	ttl := 30 * time.Second

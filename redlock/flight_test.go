@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/redlock"
 )
 
@@ -21,7 +22,7 @@ func TestOneAttemptPerKey(t *testing.T) {
 		t.Run(map[bool]string{false: "free", true: "held"}[held], func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			key := "flight-" + distlock.NewToken()[:8]
+			key := "flight-" + driver.NewToken()[:8]
 			if held {
 				_, err := newLocker(t, nil).TryLock(ctx, key, time.Minute)
 				require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testenv"
 	"github.com/distlock/distlock/redlock"
 )
@@ -73,7 +74,7 @@ func restartEmpty(t *testing.T, i int) {
 func counting(t *testing.T, l *redlock.Locker, d time.Duration) {
 	t.Helper()
 	ctx := context.WithoutCancel(t.Context()) // not cancelled in t's cleanup
-	key := "counting-" + distlock.NewToken()[:8]
+	key := "counting-" + driver.NewToken()[:8]
 	require.Eventually(t, func() bool {
 		lease, err := l.TryLock(ctx, key, time.Second)
 		if err != nil {

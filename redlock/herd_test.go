@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/redlock"
 )
 
@@ -17,7 +17,7 @@ func TestNoHerd(t *testing.T) {
 	const lockers, perLocker = 4, 40
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	key := "herd-" + distlock.NewToken()[:8]
+	key := "herd-" + driver.NewToken()[:8]
 	// Generous node timeouts: the machine may be loaded, and timeouts are not what
 	// this test is about.
 	opts := &redlock.Options{NodeTimeout: 2 * time.Second}

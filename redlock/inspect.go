@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // decidedView reports whether Inspect's answers so far decide its outcome: one token
@@ -68,7 +69,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, erro
 }
 
 func (l *Locker) inspect(ctx context.Context, key string) (distlock.Holder, error) {
-	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(key, MaxKeyLen); err != nil {
 		return distlock.Holder{}, err
 	}
 	if err := ctx.Err(); err != nil {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/redlock"
 )
 
@@ -44,9 +44,9 @@ func BenchmarkInterleaved(b *testing.B) {
 	l := newLocker(b, &redlock.Options{NodeTimeout: 2 * time.Second})
 	raw := clients(b, nodeAddrs())
 	ctx := context.Background()
-	key := "bench-" + distlock.NewToken()[:8]
-	rawKey := "bench-raw-" + distlock.NewToken()[:8]
-	token := distlock.NewToken()
+	key := "bench-" + driver.NewToken()[:8]
+	rawKey := "bench-raw-" + driver.NewToken()[:8]
+	token := driver.NewToken()
 	lease, err := l.TryLock(ctx, key, 10*time.Second)
 	if err != nil {
 		b.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testenv"
 	"github.com/distlock/distlock/redlock"
 )
@@ -84,7 +85,7 @@ func walkLosses(t *testing.T, groups [][]int, traffic bool) {
 	healDeployment(t)
 	l := newLocker(t, &redlock.Options{MaxTTL: walkTTL})
 	counting(t, l, 15*time.Second)
-	key := "walk-" + distlock.NewToken()[:8]
+	key := "walk-" + driver.NewToken()[:8]
 	first, err := l.TryLock(t.Context(), key, walkTTL)
 	require.NoError(t, err)
 	require.NoError(t, l.Unlock(t.Context(), first))
@@ -93,7 +94,7 @@ func walkLosses(t *testing.T, groups [][]int, traffic bool) {
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		wg.Go(func() {
-			other := "walk-traffic-" + distlock.NewToken()[:8]
+			other := "walk-traffic-" + driver.NewToken()[:8]
 			for {
 				select {
 				case <-stop:
@@ -164,7 +165,7 @@ func TestNoNewDeploymentAfterLosses(t *testing.T) {
 	opts := &redlock.Options{MaxTTL: walkTTL}
 	a := newLocker(t, opts)
 	counting(t, a, 15*time.Second)
-	key := "no-new-deployment-" + distlock.NewToken()[:8]
+	key := "no-new-deployment-" + driver.NewToken()[:8]
 	restartEmpty(t, 0)
 	restartEmpty(t, 1)
 	last, err := tryFor(t, a, key, 2*time.Second)
@@ -214,7 +215,7 @@ func TestNewDeploymentNodeDown(t *testing.T) {
 	}
 	down(t, 4)
 	l := newLocker(t, &redlock.Options{MaxTTL: walkTTL})
-	key := "new-deployment-down-" + distlock.NewToken()[:8]
+	key := "new-deployment-down-" + driver.NewToken()[:8]
 	_, err := l.TryLock(t.Context(), key, walkTTL)
 	require.Error(t, err, "TryLock with node 4 down in a new deployment")
 	nodes[4].Restart(t)

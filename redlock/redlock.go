@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/redisx"
 	"github.com/distlock/distlock/internal/waitq"
 )
@@ -88,7 +89,7 @@ func New(clients []redis.UniversalClient, opts *Options) (*Locker, error) {
 	if len(clients) == 0 {
 		return nil, opError("New", "", fmt.Errorf("%w: no Redis clients (RedLock needs N >= 1 independent masters, best 5)", distlock.ErrInvalid))
 	}
-	l := &Locker{opts: o, quorum: len(clients)/2 + 1, group: redisx.NewGroup(), queue: waitq.New(0), id: distlock.NewToken()[:16]}
+	l := &Locker{opts: o, quorum: len(clients)/2 + 1, group: redisx.NewGroup(), queue: waitq.New(0), id: driver.NewToken()[:16]}
 	l.state = stateKeys(o.Prefix)
 	l.turnTimeout = cmp.Or(o.turnTimeout, defaultTurnTimeout)
 	l.idArg = l.id
@@ -189,7 +190,7 @@ func (l *Locker) Drift(ttl time.Duration) time.Duration {
 func (l *Locker) names(key string) redisx.Names { return redisx.KeyNames(l.opts.Prefix, key) }
 
 func (l *Locker) checkTTL(ttl time.Duration) error {
-	if err := distlock.ValidateTTL(ttl); err != nil {
+	if err := driver.ValidateTTL(ttl); err != nil {
 		return err
 	}
 	if ttl > l.opts.MaxTTL {
@@ -202,10 +203,10 @@ func (l *Locker) checkTTL(ttl time.Duration) error {
 }
 
 func checkLease(lease distlock.Lease) error {
-	if err := distlock.ValidateLease(lease); err != nil {
+	if err := driver.ValidateLease(lease); err != nil {
 		return err
 	}
-	return distlock.ValidateKey(lease.Key, MaxKeyLen)
+	return driver.ValidateKey(lease.Key, MaxKeyLen)
 }
 
 // opError is the error of op on key.

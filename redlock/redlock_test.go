@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/redlock"
 )
 
@@ -57,7 +58,7 @@ func TestClose(t *testing.T) {
 	l, err := redlock.New(cs, nil)
 	require.NoError(t, err)
 	ctx := t.Context()
-	lease, err := l.TryLock(ctx, "close-"+distlock.NewToken()[:8], 10*time.Second)
+	lease, err := l.TryLock(ctx, "close-"+driver.NewToken()[:8], 10*time.Second)
 	require.NoError(t, err)
 	require.NoError(t, l.Close())
 	require.NoError(t, l.Close(), "second Close")
@@ -125,7 +126,7 @@ func TestExpiresAccountsForDrift(t *testing.T) {
 	l := newLocker(t, nil)
 	ttl := 10 * time.Second
 	before := time.Now()
-	lease, err := l.TryLock(t.Context(), "expires-"+distlock.NewToken()[:8], ttl)
+	lease, err := l.TryLock(t.Context(), "expires-"+driver.NewToken()[:8], ttl)
 	returned := time.Now()
 	if err != nil {
 		t.Fatal(err)

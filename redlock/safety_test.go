@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/faultproxy"
 	"github.com/distlock/distlock/internal/testenv"
 	"github.com/distlock/distlock/redlock"
@@ -19,7 +20,7 @@ import (
 // its next call costs one round trip per node.
 func warmUp(t *testing.T, l *redlock.Locker) {
 	t.Helper()
-	lease, err := l.TryLock(t.Context(), "warm-up-"+distlock.NewToken()[:8], 10*time.Second)
+	lease, err := l.TryLock(t.Context(), "warm-up-"+driver.NewToken()[:8], 10*time.Second)
 	if err != nil {
 		t.Fatalf("warm-up TryLock: %v", err)
 	}
@@ -62,7 +63,7 @@ func evalshas(t *testing.T, i int) int {
 // succeeds and leaves every node's lock as long as it was.
 func TestRenewNeverShortens(t *testing.T) {
 	l := newLocker(t, nil)
-	key := "never-shortens-" + distlock.NewToken()[:8]
+	key := "never-shortens-" + driver.NewToken()[:8]
 	lease, err := l.TryLock(t.Context(), key, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +92,7 @@ func TestRenewNeverShortens(t *testing.T) {
 func TestShorteningRenewPausedMajority(t *testing.T) {
 	c := newLocker(t, nil)
 	d := newLocker(t, nil)
-	key := "shortening-renew-" + distlock.NewToken()[:8]
+	key := "shortening-renew-" + driver.NewToken()[:8]
 	lease, err := c.TryLock(t.Context(), key, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +145,7 @@ func TestShorteningRenewPausedMajority(t *testing.T) {
 func TestLateGrantEmptyScriptCache(t *testing.T) {
 	const nodeTimeout = 200 * time.Millisecond
 	l := newLocker(t, &redlock.Options{NodeTimeout: nodeTimeout})
-	key := "late-noscript-" + distlock.NewToken()[:8]
+	key := "late-noscript-" + driver.NewToken()[:8]
 	warmUp(t, l)
 	_, fenceName, _ := redlock.Names(redlock.DefaultPrefix, key)
 	if _, err := testenv.RedisCommand(t.Context(), nodes[0].Addr(), "SCRIPT", "FLUSH"); err != nil {
@@ -203,7 +204,7 @@ func TestSuspectsThatRecovered(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = l.Close() })
 	warmUp(t, l)
-	key := "suspects-" + distlock.NewToken()[:8]
+	key := "suspects-" + driver.NewToken()[:8]
 	for _, p := range proxies {
 		p.Blackhole()
 	}

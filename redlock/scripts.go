@@ -3,7 +3,7 @@ package redlock
 import "github.com/redis/go-redis/v9"
 
 // On every node, the value of a lock key is "<token>|<fence>|<owner>". The token comes
-// from distlock.NewToken (base32: it never contains '|'), the fence is decimal, and
+// from driver.NewToken (base32: it never contains '|'), the fence is decimal, and
 // the owner label is everything after the second '|' (it may contain '|' itself). The
 // scripts split the value at the first two '|', so a Lease.Token that contains '|'
 // can never match a stored token. The owner-checked renew and unlock scripts, which

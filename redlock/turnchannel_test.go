@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testenv"
 	"github.com/distlock/distlock/redlock"
 )
@@ -67,7 +68,7 @@ func spy(ctx context.Context, t *testing.T, channel string) (count func() int) {
 func TestReleaseToTurnChannel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	key := "turnchan-" + distlock.NewToken()[:8]
+	key := "turnchan-" + driver.NewToken()[:8]
 	_, _, channel := redlock.Names(redlock.DefaultPrefix, key)
 	holder, waiter := newLocker(t, nil), newLocker(t, nil)
 	lease, err := holder.TryLock(ctx, key, 30*time.Second)
@@ -113,7 +114,7 @@ func TestReleaseToTurnChannel(t *testing.T) {
 func TestWaitJoinsTurns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	key := "waitjoin-" + distlock.NewToken()[:8]
+	key := "waitjoin-" + driver.NewToken()[:8]
 	// The Lockers in line do not try on their own within the test.
 	opts := redlock.WithTurnTimeout(&redlock.Options{NodeTimeout: 2 * time.Second}, 20*time.Second)
 	holder, b, c := newLocker(t, opts), newLocker(t, opts), newLocker(t, opts)
@@ -162,7 +163,7 @@ func TestWaitJoinsTurns(t *testing.T) {
 func TestTurnScoreSame(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	key := "turnscore-" + distlock.NewToken()[:8]
+	key := "turnscore-" + driver.NewToken()[:8]
 	holder := newLocker(t, nil)
 	lease, err := holder.TryLock(ctx, key, 30*time.Second)
 	require.NoError(t, err)
@@ -221,7 +222,7 @@ func TestTurnPassedOnTwice(t *testing.T) { turnPassedOn(t, 2) }
 func turnPassedOn(t *testing.T, gaveUp int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	key := "turnpass-" + distlock.NewToken()[:8]
+	key := "turnpass-" + driver.NewToken()[:8]
 	opts := func() *redlock.Options {
 		return redlock.WithTurnTimeout(&redlock.Options{NodeTimeout: 2 * time.Second}, 100*time.Millisecond)
 	}

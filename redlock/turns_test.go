@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testenv"
 	"github.com/distlock/distlock/redlock"
 )
@@ -23,7 +24,7 @@ func TestTurnsOneRound(t *testing.T) {
 	const lockers = 8
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	key := "turns-" + distlock.NewToken()[:8]
+	key := "turns-" + driver.NewToken()[:8]
 	// A loaded machine: generous node timeouts, and no Locker in line tries the key
 	// because a handoff took longer than the turn timeout (not what this test
 	// counts).
@@ -60,7 +61,7 @@ func TestTurnsHerd(t *testing.T) {
 	const lockers, perLocker, hold = 8, 15, time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	key := "turns-herd-" + distlock.NewToken()[:8]
+	key := "turns-herd-" + driver.NewToken()[:8]
 	opts := redlock.WithTurnTimeout(&redlock.Options{NodeTimeout: 2 * time.Second}, 5*time.Second)
 	holder := newLocker(t, opts)
 	first, err := holder.TryLock(ctx, key, 30*time.Second)
@@ -82,7 +83,7 @@ func TestTurnsHerd(t *testing.T) {
 func TestTurnTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	key := "turns-gone-" + distlock.NewToken()[:8]
+	key := "turns-gone-" + driver.NewToken()[:8]
 	holder, gone, next := newLocker(t, nil), newLocker(t, nil), newLocker(t, nil)
 	lease, err := holder.TryLock(ctx, key, 20*time.Second)
 	require.NoError(t, err)
@@ -130,7 +131,7 @@ func TestTurnLateRelease(t *testing.T) {
 	const callers = 2
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	key := "turns-late-" + distlock.NewToken()[:8]
+	key := "turns-late-" + driver.NewToken()[:8]
 	opts := redlock.WithTurnTimeout(&redlock.Options{NodeTimeout: 2 * time.Second}, 30*time.Second)
 	holder, next := newLocker(t, opts), newLocker(t, opts)
 	lease, err := holder.TryLock(ctx, key, 20*time.Second)
@@ -185,7 +186,7 @@ func TestTurnLateRelease(t *testing.T) {
 func TestTurnPlaceKept(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	key := "turns-place-" + distlock.NewToken()[:8]
+	key := "turns-place-" + driver.NewToken()[:8]
 	holder := newLocker(t, nil)
 	// The key's channel stays subscribed between the Waits, so that the TryLocks
 	// join the turns however slow the machine.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // TestUnlockFinishesAfterCancel (issue 28, item 6): Unlock returns once a quorum
@@ -16,7 +16,7 @@ import (
 // until the ttl (30s here).
 func TestUnlockFinishesAfterCancel(t *testing.T) {
 	l := newLocker(t, nil)
-	key := "unlock-cancel-" + distlock.NewToken()[:8]
+	key := "unlock-cancel-" + driver.NewToken()[:8]
 	lease, err := l.TryLock(t.Context(), key, 30*time.Second)
 	require.NoError(t, err)
 	held := func(i int) bool {

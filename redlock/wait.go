@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/redisx"
 )
 
@@ -63,7 +64,7 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 }
 
 func (l *Locker) wait(ctx context.Context, key string) error {
-	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(key, MaxKeyLen); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/sqllock/internal/calls"
 )
 
@@ -26,7 +27,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, erro
 }
 
 func (l *Locker) inspect(ctx context.Context, key string) (RowState, error) {
-	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(key, MaxKeyLen); err != nil {
 		return RowState{}, err
 	}
 	if err := ctx.Err(); err != nil {

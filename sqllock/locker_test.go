@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -194,5 +195,5 @@ func TestNewLocker(t *testing.T) {
 	requireOpError(t, err, "New", "", distlock.ErrInvalid)
 	l := newFake(t, &fakeDialect{}, nil)
 	require.Equal(t, DefaultTable, l.Table())
-	require.Equal(t, distlock.DefaultOwner(), l.Owner())
+	require.Equal(t, driver.DefaultOwner(), l.Owner())
 }

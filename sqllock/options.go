@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // Limits and defaults.
@@ -43,7 +44,7 @@ type Options struct {
 	Table string
 	// Owner labels the leases of this Locker; Inspect reports it as Holder.Owner. It
 	// must be valid UTF-8 without NUL bytes, at most MaxOwnerLen bytes. Default
-	// distlock.DefaultOwner() ("hostname:pid"), cut to MaxOwnerLen bytes.
+	// driver.DefaultOwner() ("hostname:pid"), cut to MaxOwnerLen bytes.
 	Owner string
 	// SkipCreateTable stops the constructor from creating the table (CREATE TABLE
 	// IF NOT EXISTS), for schemas managed by migrations: create it with the
@@ -89,7 +90,7 @@ func (o *Options) WithDefaults() (Options, error) {
 		}
 	}
 	if r.Owner == "" {
-		owner := distlock.DefaultOwner()
+		owner := driver.DefaultOwner()
 		if len(owner) > MaxOwnerLen {
 			owner = owner[:MaxOwnerLen]
 		}

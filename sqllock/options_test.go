@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/stretchr/testify/require"
 )
 
@@ -56,7 +57,7 @@ func TestOptions(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Options{
 		Table:             DefaultTable,
-		Owner:             distlock.DefaultOwner(),
+		Owner:             driver.DefaultOwner(),
 		CleanupTimeout:    DefaultCleanupTimeout,
 		EndSessionTimeout: DefaultEndSessionTimeout,
 	}, o)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/sqllock/internal/calls"
 )
 
@@ -36,7 +37,7 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	if err := validLease(lease); err != nil {
 		return distlock.Lease{}, err
 	}
-	if err := distlock.ValidateTTL(ttl); err != nil {
+	if err := driver.ValidateTTL(ttl); err != nil {
 		return distlock.Lease{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -83,7 +84,7 @@ func validLease(lease distlock.Lease) error {
 	if lease.IsZero() {
 		return fmt.Errorf("%w: zero Lease", distlock.ErrInvalid)
 	}
-	if err := distlock.ValidateKey(lease.Key, MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(lease.Key, MaxKeyLen); err != nil {
 		return err
 	}
 	if lease.Token == "" {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/sqllock/internal/calls"
 )
 
@@ -42,16 +43,16 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 }
 
 func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, start time.Time) (distlock.Lease, error) {
-	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(key, MaxKeyLen); err != nil {
 		return distlock.Lease{}, err
 	}
-	if err := distlock.ValidateTTL(ttl); err != nil {
+	if err := driver.ValidateTTL(ttl); err != nil {
 		return distlock.Lease{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return distlock.Lease{}, err
 	}
-	token := distlock.NewToken()
+	token := driver.NewToken()
 	r := row(key, token)
 	var fence int64
 	var won bool

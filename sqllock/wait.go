@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/waitq"
 )
 
@@ -67,7 +68,7 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 		return l.opError("Wait", key, err)
 	}
 	defer end()
-	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(key, MaxKeyLen); err != nil {
 		return l.opError("Wait", key, err)
 	}
 	w := l.waitsOf()

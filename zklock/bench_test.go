@@ -13,6 +13,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/zklock"
 )
 
@@ -53,7 +54,7 @@ func BenchmarkConformance(b *testing.B) {
 func BenchmarkUncontendedOneKey(b *testing.B) {
 	warmUp(b)
 	l := newClient(b, standaloneAddrs(), sessionTimeout, nil, false).l
-	key := "bench-one-" + distlock.NewToken()[:10]
+	key := "bench-one-" + driver.NewToken()[:10]
 	for b.Loop() {
 		pair(b, l, key)
 	}
@@ -65,7 +66,7 @@ func BenchmarkUncontendedOneKey(b *testing.B) {
 func BenchmarkUncontendedParallel(b *testing.B) {
 	warmUp(b)
 	l := newClient(b, standaloneAddrs(), sessionTimeout, nil, false).l
-	prefix := "bench-par-" + distlock.NewToken()[:10] + "-"
+	prefix := "bench-par-" + driver.NewToken()[:10] + "-"
 	var n atomic.Int64
 	b.SetParallelism(parallel)
 	b.RunParallel(func(pb *testing.PB) {
@@ -80,7 +81,7 @@ func BenchmarkUncontendedParallel(b *testing.B) {
 // session, that loop distlock.Lock, Unlock: the workload of Peer/Handoff.
 func BenchmarkHandoff(b *testing.B) {
 	warmUp(b)
-	key := "bench-handoff-" + distlock.NewToken()[:10]
+	key := "bench-handoff-" + driver.NewToken()[:10]
 	lockers := make([]func() func(), waiters)
 	for i := range lockers {
 		l := newClient(b, standaloneAddrs(), sessionTimeout, nil, false).l
@@ -106,7 +107,7 @@ func BenchmarkPeer(b *testing.B) {
 	b.Run("Uncontended", func(b *testing.B) {
 		conn := connect(b, standaloneAddrs(), sessionTimeout)
 		defer conn.Close()
-		lk := zk.NewLock(conn, "/bench-zk-lock/"+distlock.NewToken(), zk.WorldACL(zk.PermAll))
+		lk := zk.NewLock(conn, "/bench-zk-lock/"+driver.NewToken(), zk.WorldACL(zk.PermAll))
 		for b.Loop() {
 			if err := lk.Lock(); err != nil {
 				b.Fatal(err)
@@ -119,7 +120,7 @@ func BenchmarkPeer(b *testing.B) {
 	b.Run("UncontendedParallel", func(b *testing.B) {
 		conn := connect(b, standaloneAddrs(), sessionTimeout)
 		defer conn.Close()
-		prefix := "/bench-zk-lock/" + distlock.NewToken()[:10] + "-"
+		prefix := "/bench-zk-lock/" + driver.NewToken()[:10] + "-"
 		var n atomic.Int64
 		b.SetParallelism(parallel)
 		b.RunParallel(func(pb *testing.PB) {
@@ -141,7 +142,7 @@ func BenchmarkPeer(b *testing.B) {
 	b.Run("UncontendedFresh", func(b *testing.B) {
 		conn := connect(b, standaloneAddrs(), sessionTimeout)
 		defer conn.Close()
-		prefix := "/bench-zk-lock/" + distlock.NewToken()[:10] + "-"
+		prefix := "/bench-zk-lock/" + driver.NewToken()[:10] + "-"
 		i := 0
 		for b.Loop() {
 			lk := zk.NewLock(conn, prefix+strconv.Itoa(i), zk.WorldACL(zk.PermAll))
@@ -155,7 +156,7 @@ func BenchmarkPeer(b *testing.B) {
 		}
 	})
 	b.Run("Handoff", func(b *testing.B) {
-		path := "/bench-zk-lock/" + distlock.NewToken()
+		path := "/bench-zk-lock/" + driver.NewToken()
 		lockers := make([]func() func(), waiters)
 		for i := range lockers {
 			conn := connect(b, standaloneAddrs(), sessionTimeout)
@@ -201,7 +202,7 @@ func warmUp(b *testing.B) {
 	b.Helper()
 	warmed.Do(func() {
 		l := newClient(b, standaloneAddrs(), sessionTimeout, nil, false).l
-		prefix := "bench-warm-" + distlock.NewToken()[:10] + "-"
+		prefix := "bench-warm-" + driver.NewToken()[:10] + "-"
 		for i := range warmServers {
 			key := prefix
 			if i%2 == 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/zklock"
 )
 
@@ -129,7 +130,7 @@ func TestReapWaiterIDSyncs(t *testing.T) {
 	c := connect(t, []string{zkEns.Nodes[li].Addr()}, sessionTimeout)
 	defer c.Close()
 	acl := zk.WorldACL(zk.PermAll)
-	parent := "/reap-waiter-" + distlock.NewToken()
+	parent := "/reap-waiter-" + driver.NewToken()
 	if _, err := c.Create(parent, nil, zk.FlagPersistent, acl); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestReapWaiterIDSyncs(t *testing.T) {
 		p.Delay(lag)
 		defer p.Heal()
 	}
-	id := distlock.NewToken()
+	id := driver.NewToken()
 	created, err := c.Create(zklock.WaitNodePrefix(parent, id), nil, zk.FlagEphemeralSequential, acl)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // A preLock is the lock node that the head of a key's waiter queue makes while it
@@ -26,7 +27,7 @@ type preLock struct {
 // node's setData tells the fence), and records start, taken before the request: a
 // lease taken over from it counts its Expires from there (see claimPre).
 func (l *Locker) contend(keyPath string) (*preLock, error) {
-	p := &preLock{id: distlock.NewToken(), start: time.Now()}
+	p := &preLock{id: driver.NewToken(), start: time.Now()}
 	sid := l.conn.SessionID()
 	rs, err := l.conn.Multi(
 		&zk.CreateRequest{Path: lockNodePrefix(keyPath, p.id), Data: l.data, Acl: l.o.ACL, Flags: zk.FlagEphemeralSequential},

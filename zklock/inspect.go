@@ -9,6 +9,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // Inspect returns the holder of key: the lowest lock node, its czxid as Fence and its
@@ -21,7 +22,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, erro
 	fail := func(err error) (distlock.Holder, error) {
 		return distlock.Holder{}, opError("Inspect", key, err)
 	}
-	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(key, MaxKeyLen); err != nil {
 		return fail(err)
 	}
 	if err := ctx.Err(); err != nil {

@@ -4,15 +4,16 @@ import (
 	"fmt"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // leaseNode validates lease and returns its handle and node path. A Token that this
 // package did not make names no lock: ErrNotHeld. Errors are *distlock.OpError.
 func (l *Locker) leaseNode(op string, lease distlock.Lease) (handle, string, error) {
-	if err := distlock.ValidateLease(lease); err != nil {
+	if err := driver.ValidateLease(lease); err != nil {
 		return handle{}, "", opError(op, lease.Key, err)
 	}
-	if err := distlock.ValidateKey(lease.Key, MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(lease.Key, MaxKeyLen); err != nil {
 		return handle{}, "", opError(op, lease.Key, fmt.Errorf("Lease: %w", err))
 	}
 	h, ok := parseToken(lease.Token)

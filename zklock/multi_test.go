@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/zklock"
 )
 
@@ -18,7 +19,7 @@ import (
 // and still returns the lock node's czxid as the Fence, strictly increasing across
 // holders, and excludes a second holder.
 func TestKeyNodeWithoutWrite(t *testing.T) {
-	root := "/distlock-noauth-" + distlock.NewToken()[:10]
+	root := "/distlock-noauth-" + driver.NewToken()[:10]
 	opts := &zklock.Options{Prefix: root}
 	a := newClient(t, standaloneAddrs(), sessionTimeout, opts, false)
 	b := newClient(t, standaloneAddrs(), sessionTimeout, opts, false)

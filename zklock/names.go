@@ -21,7 +21,7 @@ const (
 	protectedPrefix = "_c_"
 	lockInfix       = "-lock-"
 	seqDigits       = 10
-	idLen           = 26 // distlock.NewToken: 128 bits as base32
+	idLen           = 26 // driver.NewToken: 128 bits as base32
 )
 
 // Names of the waiter nodes that Wait queues up with (see Wait): children of the key's
@@ -148,7 +148,7 @@ func parseToken(tok string) (h handle, ok bool) {
 	return handle{id: id, seq: n}, true
 }
 
-// validID reports whether id looks like distlock.NewToken's output.
+// validID reports whether id looks like driver.NewToken's output.
 func validID(id string) bool {
 	if len(id) != idLen {
 		return false

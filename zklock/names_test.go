@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 func TestKeyNameIsSafeAndInjective(t *testing.T) {
@@ -33,7 +34,7 @@ func TestKeyNameIsSafeAndInjective(t *testing.T) {
 }
 
 func TestTokenRoundTrip(t *testing.T) {
-	h := handle{id: distlock.NewToken(), seq: 42}
+	h := handle{id: driver.NewToken(), seq: 42}
 	tok := h.token()
 	got, ok := parseToken(tok)
 	if !ok || got != h {
@@ -43,7 +44,7 @@ func TestTokenRoundTrip(t *testing.T) {
 		t.Fatalf("nodePath = %q", p)
 	}
 	for _, bad := range []string{
-		"", distlock.NewToken(), tok + "x", tok[:len(tok)-1], strings.ToLower(tok), tok + "-0000000000000001",
+		"", driver.NewToken(), tok + "x", tok[:len(tok)-1], strings.ToLower(tok), tok + "-0000000000000001",
 		"AAAAAAAAAAAAAAAAAAAAAAAAA1-0000000042",
 		"AAAAAAAAAAAAAAAAAAAAAAAAAA-000000004x",
 		"AAAAAAAAAAAAAAAAAAAAAAAAA-00000000042",

@@ -7,6 +7,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // Limits and defaults.
@@ -34,7 +35,7 @@ type Options struct {
 	Prefix string
 	// Owner is a label stored as the data of every lock node this Locker creates;
 	// Inspect reports it. It is for people, not for the owner check (that uses the
-	// Lease's Token). At most MaxOwnerLen bytes. Default distlock.DefaultOwner().
+	// Lease's Token). At most MaxOwnerLen bytes. Default driver.DefaultOwner().
 	Owner string
 	// ACL is the ACL of every node the Locker creates (Prefix's components, the key
 	// nodes, the lock nodes). Default zk.WorldACL(zk.PermAll).
@@ -81,7 +82,7 @@ func (o *Options) withDefaults(granted time.Duration) (Options, error) {
 		return r, err
 	}
 	if r.Owner == "" {
-		r.Owner = distlock.DefaultOwner()
+		r.Owner = driver.DefaultOwner()
 	}
 	if len(r.Owner) > MaxOwnerLen {
 		return r, fmt.Errorf("%w: Options.Owner of %d bytes is longer than MaxOwnerLen (%d bytes)", distlock.ErrInvalid, len(r.Owner), MaxOwnerLen)

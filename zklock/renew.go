@@ -9,6 +9,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // Renew checks, through the leader, that the lease's lock node still exists and
@@ -35,7 +36,7 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	fail := func(err error) (distlock.Lease, error) {
 		return distlock.Lease{}, opError("Renew", lease.Key, err)
 	}
-	if err := distlock.ValidateTTL(ttl); err != nil {
+	if err := driver.ValidateTTL(ttl); err != nil {
 		return fail(err)
 	}
 	if err := ctx.Err(); err != nil {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testenv"
 	"github.com/distlock/distlock/zklock"
 )
@@ -40,7 +40,7 @@ func TestRequestsPerPair(t *testing.T) {
 		ops, _, rounds = w.snapshot()
 		return ops, rounds
 	}
-	prefix := "requests-" + distlock.NewToken()[:10] + "-"
+	prefix := "requests-" + driver.NewToken()[:10] + "-"
 	pair(prefix) // Prefix's nodes exist from here on
 
 	const pairs = 10

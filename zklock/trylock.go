@@ -11,6 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // TryLock makes one attempt to acquire key: it creates a protected
@@ -29,10 +30,10 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 	fail := func(err error) (distlock.Lease, error) {
 		return distlock.Lease{}, opError("TryLock", key, err)
 	}
-	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(key, MaxKeyLen); err != nil {
 		return fail(err)
 	}
-	if err := distlock.ValidateTTL(ttl); err != nil {
+	if err := driver.ValidateTTL(ttl); err != nil {
 		return fail(err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -46,7 +47,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 	var state atomic.Int32
 	res := make(chan outcome, 1)
 	start := time.Now()
-	a := &attempt{l: l, key: key, keyPath: l.keyPath(key), id: distlock.NewToken(), start: start, ttl: ttl, abandon: ctx.Done()}
+	a := &attempt{l: l, key: key, keyPath: l.keyPath(key), id: driver.NewToken(), start: start, ttl: ttl, abandon: ctx.Done()}
 	if !l.spawn(func() {
 		o, cleanup := a.run()
 		release := func() {

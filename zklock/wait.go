@@ -12,6 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // lowest returns the contender with the lowest sequence number among children, and
@@ -125,7 +126,7 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 		return opError("Wait", key, errors.Join(distlock.ErrLocked, err))
 	}
 	failed := func(err error) error { return opError("Wait", key, err) }
-	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(key, MaxKeyLen); err != nil {
 		return failed(err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -217,7 +218,7 @@ var errAbandoned = errors.New("zklock: wait abandoned")
 // connection broke) watches the waiter node just before its own, or at the head the
 // holder's node, and the TryLock that follows does the rest.
 func (l *Locker) queue(abandon <-chan struct{}, keyPath string) (path string, pre *preLock, err error) {
-	id := distlock.NewToken()
+	id := driver.NewToken()
 	path, err = l.conn.Create(waitNodePrefix(keyPath, id), nil, zk.FlagEphemeralSequential, l.o.ACL)
 	switch {
 	case errors.Is(err, zk.ErrNoNode):

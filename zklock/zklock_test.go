@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/testenv"
 	"github.com/distlock/distlock/zklock"
 )
@@ -25,7 +26,7 @@ func ctxT(t *testing.T) context.Context {
 }
 
 // uniqueKey returns a key no other test uses.
-func uniqueKey(t *testing.T) string { return t.Name() + "-" + distlock.NewToken()[:10] }
+func uniqueKey(t *testing.T) string { return t.Name() + "-" + driver.NewToken()[:10] }
 
 // keyPath is where the Locker keeps key under the default Prefix.
 func keyPath(key string) string {
@@ -85,7 +86,7 @@ func TestNewValidatesOptions(t *testing.T) {
 // protected ephemeral-sequential children holding the owner label, and the Fence is
 // the lock node's czxid.
 func TestLayout(t *testing.T) {
-	root := "/distlock-layout/" + distlock.NewToken()
+	root := "/distlock-layout/" + driver.NewToken()
 	a := newClient(t, standaloneAddrs(), sessionTimeout, &zklock.Options{Prefix: root, Owner: "worker-7"}, false)
 	obs := newClient(t, standaloneAddrs(), sessionTimeout, nil, false).conn
 	key := "../../zookeeper/\x00"

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/election"
 	"github.com/distlock/distlock/memlock"
 	"github.com/distlock/distlock/redislock"
@@ -67,7 +68,7 @@ func redisLockers(addr string) newLocker {
 // lead each, until terms terms have passed; it prints what happens to out.
 func run(ctx context.Context, lockers newLocker, n, terms int, lead time.Duration, out io.Writer) error {
 	out = &lockedWriter{w: out} // the candidates and the observer print concurrently
-	key := "example-leader-" + distlock.NewToken()[:8]
+	key := "example-leader-" + driver.NewToken()[:8]
 	opts := &election.Options{TTL: 5 * time.Second, Poll: 100 * time.Millisecond}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/gocronlock"
 	"github.com/distlock/distlock/memlock"
 	"github.com/distlock/distlock/redislock"
@@ -73,7 +74,7 @@ func redisLockers(addr string) func() (distlock.Locker, func(), error) {
 // Locker from newLocker and a job every period whose schedule starts that much
 // late, and returns how often each of the first ticks ran.
 func run(newLocker func() (distlock.Locker, func(), error), lateness []time.Duration, ticks int, period time.Duration, out io.Writer) ([]int, error) {
-	name := "report-" + distlock.NewToken()[:8] // the job's name is the lock's key
+	name := "report-" + driver.NewToken()[:8] // the job's name is the lock's key
 	t0 := time.Now().Add(time.Second)
 	var (
 		mu  sync.Mutex

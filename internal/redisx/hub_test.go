@@ -7,7 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/redisx"
 )
 
@@ -42,7 +42,7 @@ func register(t *testing.T, h *redisx.Hub, channel string) *redisx.Listener {
 // would block for the old holder's time to live while the key is free.
 func TestStaleSighting(t *testing.T) {
 	h := newHub(t, redisx.HubConfig{TopicIdle: time.Nanosecond})
-	ch, other := "stale-"+distlock.NewToken()[:8], "other-"+distlock.NewToken()[:8]
+	ch, other := "stale-"+driver.NewToken()[:8], "other-"+driver.NewToken()[:8]
 	ls := register(t, h, ch)
 	tok, ok := h.Peek(ch) // a TryLock starts while ch is subscribed ...
 	require.True(t, ok)
@@ -73,7 +73,7 @@ func TestStaleSighting(t *testing.T) {
 func TestHubReleasedHook(t *testing.T) {
 	released := make(chan string, 1)
 	h := newHub(t, redisx.HubConfig{Released: func(ch string) { released <- ch }})
-	ch := "hook-" + distlock.NewToken()[:8]
+	ch := "hook-" + driver.NewToken()[:8]
 	ls := register(t, h, ch)
 	defer h.Unregister(ch, ls)
 	tok, ok := h.Peek(ch)
@@ -110,7 +110,7 @@ func TestHubReleasedHook(t *testing.T) {
 // and by more messages than the hub keeps.
 func TestSawHolder(t *testing.T) {
 	h := newHub(t, redisx.HubConfig{})
-	ch := "holder-" + distlock.NewToken()[:8]
+	ch := "holder-" + driver.NewToken()[:8]
 	ls := redisx.NewInboxListener(1)
 	require.NoError(t, h.Register(ch, ls))
 	defer h.Unregister(ch, ls)

@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/redisx"
 )
 
@@ -53,7 +53,7 @@ func TestRunSharedStall(t *testing.T) {
 		g.Close()
 		g.Wait()
 	})
-	lock := "stall-" + distlock.NewToken()[:8]
+	lock := "stall-" + driver.NewToken()[:8]
 	// Load the renew script first, so that no NOSCRIPT round trip muddles timing.
 	_, err := n.RenewShared(t.Context(), lock, "t", 1000)
 	require.NoError(t, err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // Limits and defaults that both backends share (each re-exports them under its own
@@ -31,7 +32,7 @@ type Common struct {
 }
 
 // Fill fills the zero fields of c (the prefix with defaultPrefix, the owner with
-// distlock.DefaultOwner, the cleanup timeout with DefaultCleanupTimeout), or returns
+// driver.DefaultOwner, the cleanup timeout with DefaultCleanupTimeout), or returns
 // an error wrapping distlock.ErrInvalid that names the first bad option: a Prefix
 // with '{' or '}' (it would change the keys' Cluster hash tag), an Owner over
 // MaxOwnerLen bytes, a negative CleanupTimeout.
@@ -40,10 +41,10 @@ func (c *Common) Fill(defaultPrefix string) error {
 		c.Prefix = defaultPrefix
 	}
 	if strings.ContainsAny(c.Prefix, "{}") {
-		return fmt.Errorf("%w: Options.Prefix %s contains '{' or '}'", distlock.ErrInvalid, distlock.QuoteKey(c.Prefix))
+		return fmt.Errorf("%w: Options.Prefix %s contains '{' or '}'", distlock.ErrInvalid, driver.QuoteKey(c.Prefix))
 	}
 	if c.Owner == "" {
-		c.Owner = distlock.DefaultOwner()
+		c.Owner = driver.DefaultOwner()
 	}
 	if len(c.Owner) > MaxOwnerLen {
 		return fmt.Errorf("%w: Options.Owner of %d bytes is longer than %d bytes", distlock.ErrInvalid, len(c.Owner), MaxOwnerLen)

@@ -10,7 +10,7 @@ import (
 )
 
 // Both backends store a lock as a string whose value starts with "<token>|": the
-// token comes from distlock.NewToken (base32: it never contains '|'), and what
+// token comes from driver.NewToken (base32: it never contains '|'), and what
 // follows is the backend's own (redislock: the owner label; redlock: the fence and
 // the owner label). The owner-checked scripts below compare that start with the
 // token they are given followed by '|', so only the whole token matches; a Lease

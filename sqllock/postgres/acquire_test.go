@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/distlock/distlock/sqllock/internal/sqltest"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -44,7 +45,7 @@ func TestAcquireRowChanged(t *testing.T) {
 UPDATE ` + table + ` SET fence = GREATEST(fence, (SELECT max(fence) FROM d)) WHERE key_hash = ` + highWater, false, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			key := "changed-" + tc.name + "-" + distlock.NewToken()
+			key := "changed-" + tc.name + "-" + driver.NewToken()
 			first, err := l.TryLock(sqltest.OpCtx(t), key, time.Minute)
 			require.NoError(t, err)
 			require.NoError(t, l.Unlock(sqltest.OpCtx(t), first))
@@ -101,7 +102,7 @@ func TestHeldMarkIsLocal(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
 
-	held := "mark-held-" + distlock.NewToken()
+	held := "mark-held-" + driver.NewToken()
 	first, err := l.TryLock(sqltest.OpCtx(t), held, time.Minute)
 	require.NoError(t, err)
 	for i := range 3 {
@@ -111,7 +112,7 @@ func TestHeldMarkIsLocal(t *testing.T) {
 			_, err := pool.Exec(sqltest.OpCtx(t), `SELECT set_config('`+heldSetting+`', 'x', false)`)
 			require.NoError(t, err)
 		}
-		lease, err := l.TryLock(sqltest.OpCtx(t), "mark-new-"+distlock.NewToken(), time.Minute)
+		lease, err := l.TryLock(sqltest.OpCtx(t), "mark-new-"+driver.NewToken(), time.Minute)
 		require.NoError(t, err)
 		require.NoError(t, l.Unlock(sqltest.OpCtx(t), lease))
 	}

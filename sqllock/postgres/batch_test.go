@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/distlock/distlock/sqllock/internal/sqltest"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -44,7 +45,7 @@ func TestBatchStatements(t *testing.T) {
 	const goroutines, pairs = 16, 40
 	var stmts counter
 	l, _ := countedLocker(t, "batch_stmts", 1, &stmts)
-	prefix := "batch-stmts-" + distlock.NewToken()[:8] + "-"
+	prefix := "batch-stmts-" + driver.NewToken()[:8] + "-"
 	run := func(n int) {
 		var wg sync.WaitGroup
 		for g := range goroutines {
@@ -91,7 +92,7 @@ func TestBatchExclusion(t *testing.T) {
 		l, _ := countedLocker(t, "batch_excl", 2, &stmts)
 		ls = append(ls, l)
 	}
-	prefix := "batch-excl-" + distlock.NewToken()[:8] + "-"
+	prefix := "batch-excl-" + driver.NewToken()[:8] + "-"
 	type keyState struct {
 		mu    sync.Mutex
 		held  bool
@@ -156,7 +157,7 @@ func TestBatchCallerLeaves(t *testing.T) {
 	l, _ := countedLocker(t, "batch_leave", 4, &stmts)
 	l.d.fl.max, l.d.fl.stall = 1, time.Hour // one statement in flight: the others queue
 	admin := newPool(t, "")
-	prefix := "batch-leave-" + distlock.NewToken()[:8] + "-"
+	prefix := "batch-leave-" + driver.NewToken()[:8] + "-"
 	first, c, d, e := prefix+"first", prefix+"c", prefix+"d", prefix+"e"
 	makeRows(t, l, first, c, d, e)
 	commitFirst := lockRows(t, admin, "batch_leave", first)
@@ -222,7 +223,7 @@ func TestBatchStall(t *testing.T) {
 	var stmts counter
 	l, _ := countedLocker(t, "batch_stall", 4, &stmts)
 	admin := newPool(t, "")
-	prefix := "batch-stall-" + distlock.NewToken()[:8] + "-"
+	prefix := "batch-stall-" + driver.NewToken()[:8] + "-"
 	stuck, other := prefix+"stuck", prefix+"other"
 	makeRows(t, l, stuck, other)
 	commitStuck := lockRows(t, admin, "batch_stall", stuck)
@@ -266,7 +267,7 @@ func TestBatchMixed(t *testing.T) {
 	l, _ := countedLocker(t, "batch_mixed", 4, &stmts)
 	l.d.fl.max, l.d.fl.stall = 1, time.Hour // one round trip in flight: the others queue
 	admin := newPool(t, "")
-	prefix := "batch-mixed-" + distlock.NewToken()[:8] + "-"
+	prefix := "batch-mixed-" + driver.NewToken()[:8] + "-"
 	stuck, free, held := prefix+"stuck", prefix+"free", prefix+"held"
 	makeRows(t, l, stuck, free, held)
 	heldLease, err := l.TryLock(sqltest.OpCtx(t), held, time.Minute)
@@ -330,7 +331,7 @@ func TestBatchAllLeave(t *testing.T) {
 	l, _ := countedLocker(t, "batch_all_leave", 4, &stmts)
 	l.d.fl.max, l.d.fl.stall = 1, time.Hour // one round trip in flight: the others queue
 	admin := newPool(t, "")
-	prefix := "batch-all-leave-" + distlock.NewToken()[:8] + "-"
+	prefix := "batch-all-leave-" + driver.NewToken()[:8] + "-"
 	first, c, d := prefix+"first", prefix+"c", prefix+"d"
 	makeRows(t, l, first, c, d)
 	waiting := func(n int) func() bool { return lockWaits(t, admin, "WITH u AS%", n) }

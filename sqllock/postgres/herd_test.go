@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/distlock/distlock/sqllock/internal/sqltest"
 	"github.com/jackc/pgx/v5"
@@ -55,7 +56,7 @@ func TestNoHerd(t *testing.T) {
 		require.NoError(t, err)
 		t.Cleanup(func() { ls[i].Close() })
 	}
-	key := "herd-" + distlock.NewToken()
+	key := "herd-" + driver.NewToken()
 	first, err := ls[0].TryLock(sqltest.OpCtx(t), key, time.Minute)
 	require.NoError(t, err)
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/distlock/distlock/sqllock/internal/sqltest"
 	"github.com/jackc/pgx/v5"
@@ -21,7 +21,7 @@ import (
 func TestWaitRegistersBeforeRead(t *testing.T) {
 	a := newLocker(t, "", &sqllock.Options{Table: "waiters"})
 	w := newLocker(t, "", &sqllock.Options{Table: "waiters"})
-	key := "reg-" + distlock.NewToken()
+	key := "reg-" + driver.NewToken()
 	lease, err := a.TryLock(sqltest.OpCtx(t), key, time.Minute)
 	require.NoError(t, err)
 	w.ln.testRegister = func() { time.Sleep(300 * time.Millisecond) }
@@ -58,7 +58,7 @@ func TestUnlockNotifiesWaitedKeys(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, a.Unlock(sqltest.OpCtx(t), lease))
 	}
-	quiet, waited := "quiet-"+distlock.NewToken(), "waited-"+distlock.NewToken()
+	quiet, waited := "quiet-"+driver.NewToken(), "waited-"+driver.NewToken()
 	lockUnlock(quiet)
 	require.Empty(t, next(), "Unlock of a key that no Wait registered notified")
 

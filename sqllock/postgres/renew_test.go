@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/distlock/distlock/sqllock/internal/sqltest"
 	"github.com/stretchr/testify/assert"
@@ -29,7 +30,7 @@ func BenchmarkRenewMany(b *testing.B) {
 	b.Cleanup(func() { l.Close() })
 	leases := make([]distlock.Lease, 2000)
 	for i := range leases {
-		leases[i], err = l.TryLock(sqltest.OpCtx(b), fmt.Sprintf("renew-%d-%s", i, distlock.NewToken()), time.Minute)
+		leases[i], err = l.TryLock(sqltest.OpCtx(b), fmt.Sprintf("renew-%d-%s", i, driver.NewToken()), time.Minute)
 		require.NoError(b, err)
 	}
 	var (

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/distlock/distlock/sqllock/internal/calls"
 )
@@ -45,7 +46,7 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 }
 
 func (l *Locker) wait(ctx context.Context, key string) error {
-	if err := distlock.ValidateKey(key, sqllock.MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(key, sqllock.MaxKeyLen); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/distlock/distlock/sqllock/internal/sqltest"
 	"github.com/stretchr/testify/require"
@@ -54,7 +55,7 @@ func TestWaitSharesListener(t *testing.T) {
 	leases := make([]distlock.Lease, n)
 	woke := make([]chan error, n)
 	for i := range keys {
-		keys[i] = fmt.Sprintf("wait-%d-%s", i, distlock.NewToken())
+		keys[i] = fmt.Sprintf("wait-%d-%s", i, driver.NewToken())
 		var err error
 		leases[i], err = a.TryLock(sqltest.OpCtx(t), keys[i], time.Minute)
 		require.NoError(t, err)

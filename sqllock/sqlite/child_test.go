@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/distlock/distlock/sqllock/internal/sqltest"
 	"github.com/stretchr/testify/require"
@@ -146,7 +147,7 @@ func childOutput(t *testing.T, cmd *exec.Cmd) string {
 func TestProcesses(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "shared.db")
 	l, _ := newClient(t, path, &sqllock.Options{Table: childTable})
-	key := "process-" + distlock.NewToken()
+	key := "process-" + driver.NewToken()
 
 	la, err := l.TryLock(sqltest.OpCtx(t), key, time.Minute)
 	if err != nil {
@@ -186,7 +187,7 @@ func TestProcessesContend(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "shared.db")
 	newClient(t, path, &sqllock.Options{Table: childTable}) // creates the table and WAL mode
-	key := "contend-" + distlock.NewToken()
+	key := "contend-" + driver.NewToken()
 	const procs, iterations = 3, 15
 	cmds := make([]*exec.Cmd, procs)
 	outs := make([]*bytes.Buffer, procs)

@@ -10,19 +10,20 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // TryLock makes one attempt to acquire key for ttl. It returns an error wrapping
 // distlock.ErrLocked when another owner holds key.
 func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
 	start := time.Now() // before anything else: Expires counts from here
-	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(key, MaxKeyLen); err != nil {
 		return distlock.Lease{}, fail("TryLock", key, err)
 	}
-	if err := distlock.ValidateTTL(ttl); err != nil {
+	if err := driver.ValidateTTL(ttl); err != nil {
 		return distlock.Lease{}, fail("TryLock", key, err)
 	}
-	lease := distlock.Lease{Key: key, Token: distlock.NewToken(), Expires: start.Add(ttl)}
+	lease := distlock.Lease{Key: key, Token: driver.NewToken(), Expires: start.Add(ttl)}
 	reply, sent, err := l.roundTrip(ctx, l.deadline(ctx, start, ttl), request("LOCK", key, lease.Token, ttl), false)
 	if err == nil {
 		lease.Fence, err = parseLock(reply)
@@ -97,7 +98,7 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	if err := validLease(lease); err != nil {
 		return distlock.Lease{}, fail("Renew", lease.Key, err)
 	}
-	if err := distlock.ValidateTTL(ttl); err != nil {
+	if err := driver.ValidateTTL(ttl); err != nil {
 		return distlock.Lease{}, fail("Renew", lease.Key, err)
 	}
 	if !start.Before(lease.Expires) {
@@ -136,10 +137,10 @@ func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
 }
 
 func validLease(lease distlock.Lease) error {
-	if err := distlock.ValidateLease(lease); err != nil {
+	if err := driver.ValidateLease(lease); err != nil {
 		return err
 	}
-	if err := distlock.ValidateKey(lease.Key, MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(lease.Key, MaxKeyLen); err != nil {
 		return err
 	}
 	if len(lease.Token) > maxTokenLen {
@@ -163,7 +164,7 @@ func parseStatus(reply string) error {
 // returns an error wrapping errors.Join(distlock.ErrLocked, ctx.Err()).
 func (l *Locker) Wait(ctx context.Context, key string) error {
 	start := time.Now()
-	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(key, MaxKeyLen); err != nil {
 		return fail("Wait", key, err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -189,7 +190,7 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 // before the request, so it is never late; lockd keeps no owner label.
 func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, error) {
 	start := time.Now()
-	if err := distlock.ValidateKey(key, MaxKeyLen); err != nil {
+	if err := driver.ValidateKey(key, MaxKeyLen); err != nil {
 		return distlock.Holder{}, fail("Inspect", key, err)
 	}
 	reply, _, err := l.roundTrip(ctx, l.deadline(ctx, start, 0), request("INSPECT", key, "", 0), false)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/faultproxy"
 )
 
@@ -75,7 +76,7 @@ func BenchParallel(b *testing.B, l distlock.Locker, g int) {
 // percentiles of one pair.
 func BenchParallelFunc(b *testing.B, g int, pair func(ctx context.Context, key string) error) {
 	ctx := b.Context()
-	prefix := Key("w1-" + distlock.NewToken()[:8] + "-")
+	prefix := Key("w1-" + driver.NewToken()[:8] + "-")
 	timed := func(key string) time.Duration {
 		t0 := time.Now()
 		if err := pair(ctx, key); err != nil {

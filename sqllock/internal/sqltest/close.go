@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/stretchr/testify/require"
 )
@@ -68,7 +69,7 @@ func (e Env) testErrors(t *testing.T) {
 	_, err = l.Prune(ctx, -time.Second)
 	requireOpError(t, err, e.Backend, "Prune", "", distlock.ErrInvalid)
 
-	long := strings.Repeat("k", 100_000) + distlock.NewToken()
+	long := strings.Repeat("k", 100_000) + driver.NewToken()
 	lease, err := l.TryLock(ctx, long, time.Minute)
 	require.NoError(t, err)
 	_, err = l.TryLock(ctx, long, time.Minute)

@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/stretchr/testify/require"
 )
 
 // testConcurrentCreate: Lockers created at once on a new table all work.
 func (e Env) testConcurrentCreate(t *testing.T) {
-	opts := &sqllock.Options{Table: "create_" + strings.ToLower(distlock.NewToken()[:8])}
+	opts := &sqllock.Options{Table: "create_" + strings.ToLower(driver.NewToken()[:8])}
 	news := make([]func(*sqllock.Options) (Locker, error), 4)
 	for i := range news {
 		news[i] = e.Constructor(t) // handles made here: no t.Fatal in the goroutines
@@ -42,7 +43,7 @@ func (e Env) testConcurrentCreate(t *testing.T) {
 // testDDL: with SkipCreateTable the constructor creates no table (and fails when
 // there is none); the DDL creates one that works, and can run again.
 func (e Env) testDDL(t *testing.T) {
-	table := "ddl_" + strings.ToLower(distlock.NewToken()[:8])
+	table := "ddl_" + strings.ToLower(driver.NewToken()[:8])
 	opts := &sqllock.Options{Table: table, SkipCreateTable: true}
 	_, err := e.Constructor(t)(opts)
 	requireOpError(t, err, e.Backend, "New", "", err) // the database's error

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/stretchr/testify/require"
 )
@@ -46,7 +47,7 @@ func (c *Counting) Inspect(ctx context.Context, r sqllock.Row) (sqllock.RowState
 // Locker, not one TryLock per waiter.
 func NoHerd(t *testing.T, ls []distlock.Locker, waiters int, count func() int64) float64 {
 	t.Helper()
-	key := "herd-" + distlock.NewToken()
+	key := "herd-" + driver.NewToken()
 	first, err := ls[0].TryLock(OpCtx(t), key, time.Minute)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)

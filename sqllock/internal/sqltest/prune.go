@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/stretchr/testify/require"
 )
@@ -18,7 +19,7 @@ import (
 // batches, and never a held row; a pruned key that is acquired again gets a fence
 // above every fence it had (and above every pruned row's).
 func (e Env) testPrune(t *testing.T) {
-	table := "prune_" + strings.ToLower(distlock.NewToken()[:8])
+	table := "prune_" + strings.ToLower(driver.NewToken()[:8])
 	l := e.New(t, &sqllock.Options{Table: table})
 	pruned, held := Key("pruned"), Key("held")
 	var last distlock.Lease
@@ -80,7 +81,7 @@ func (e Env) testPrune(t *testing.T) {
 // every free row over and over: each key's fences still strictly increase in the
 // order of its acquisitions.
 func (e Env) testPruneWhileAcquiring(t *testing.T) {
-	table := "prunerace_" + strings.ToLower(distlock.NewToken()[:8])
+	table := "prunerace_" + strings.ToLower(driver.NewToken()[:8])
 	const clients, turns = 4, 60
 	keys := []string{Key("race-a"), Key("race-b"), Key("race-c")}
 	ls := make([]Locker, clients)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/stretchr/testify/require"
 )
@@ -35,7 +36,7 @@ func RenewBatchExact(t *testing.T, l Locker, rb sqllock.BatchRenewer) {
 	expired, err := l.TryLock(OpCtx(t), key(4), 50*time.Millisecond)
 	require.NoError(t, err)
 	foreign := held1
-	foreign.Token = distlock.NewToken()
+	foreign.Token = driver.NewToken()
 	time.Sleep(100 * time.Millisecond) // expired's ttl lapses
 
 	rs := []sqllock.Row{LeaseRow(held1), LeaseRow(released), LeaseRow(held2), LeaseRow(expired), LeaseRow(foreign)}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/faultproxy"
 	"github.com/distlock/distlock/sqllock"
 )
@@ -79,7 +80,7 @@ func OpCtx(t testing.TB) context.Context {
 }
 
 // Key returns a key that no other test uses.
-func Key(prefix string) string { return prefix + "-" + distlock.NewToken() }
+func Key(prefix string) string { return prefix + "-" + driver.NewToken() }
 
 // A Server is a test database server (testenv's PostgresServer, MariaDBServer).
 type Server interface {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/stretchr/testify/require"
 )
@@ -60,7 +61,7 @@ func (e Env) testKeyBytes(t *testing.T) {
 	a, b := e.New(t, &sqllock.Options{Table: "keybytes"}), e.New(t, &sqllock.Options{Table: "keybytes"})
 	var leases []distlock.Lease
 	for _, k := range keys {
-		k := k + distlock.NewToken()[:4] // fresh per run, still containing the bytes
+		k := k + driver.NewToken()[:4] // fresh per run, still containing the bytes
 		lease, err := a.TryLock(OpCtx(t), k, time.Minute)
 		require.NoError(t, err, "TryLock(%q): a distinct key must be free", k)
 		require.Equal(t, k, lease.Key)
@@ -78,7 +79,7 @@ func (e Env) testKeyBytes(t *testing.T) {
 		require.NoError(t, err, "Renew(%q)", lease.Key)
 		require.NoError(t, a.Unlock(OpCtx(t), lease), "Unlock(%q)", lease.Key)
 	}
-	long := strings.Repeat("\x00", sqllock.MaxKeyLen-8) + distlock.NewToken()[:8]
+	long := strings.Repeat("\x00", sqllock.MaxKeyLen-8) + driver.NewToken()[:8]
 	lease, err := a.TryLock(OpCtx(t), long, time.Minute)
 	require.NoError(t, err, "TryLock of a %d-byte key", len(long))
 	require.NoError(t, a.Unlock(OpCtx(t), lease))
@@ -109,7 +110,7 @@ func (e Env) testOwnerAndRowsKept(t *testing.T) {
 	a := e.New(t, &sqllock.Options{Table: "owners", Owner: "host-a/42 ✓"})
 	b := e.New(t, &sqllock.Options{Table: "owners"})
 	require.Equal(t, "host-a/42 ✓", a.Owner())
-	require.Equal(t, distlock.DefaultOwner(), b.Owner())
+	require.Equal(t, driver.DefaultOwner(), b.Owner())
 	key := Key("owner")
 	var last uint64
 	for i := range 3 {
