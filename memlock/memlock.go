@@ -32,6 +32,7 @@ type Locker struct {
 	// waiters wakes the Waits of a key one at a time: a release wakes the first,
 	// the next only if no TryLock of the key follows.
 	waiters *waitq.Queue
+	core    *driver.Locker // over the table
 }
 
 // state is one key's record. It outlives its holders so that fences never repeat.
@@ -49,23 +50,19 @@ type state struct {
 // New returns an empty Locker. It has no client and no options that could be wrong,
 // so unlike the other backends' New it takes none and returns no error.
 func New() *Locker {
-	return &Locker{keys: make(map[string]*state), closed: make(chan struct{}), waiters: waitq.New(0)}
+	l := &Locker{keys: make(map[string]*state), closed: make(chan struct{}), waiters: waitq.New(0)}
+	core, err := driver.NewLocker((*table)(l), driver.Config{Backend: "memlock", MaxKeyLen: MaxKeyLen})
+	if err != nil {
+		panic(err) // cannot happen: the table and the Config are valid
+	}
+	l.core = core
+	return l
 }
 
 // Close makes every later call fail with an error wrapping distlock.ErrClosed and
 // wakes every Wait (with that error). Leases still held stay in the table until
 // their Expires; Close does nothing else and is idempotent.
-func (l *Locker) Close() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	select {
-	case <-l.closed:
-	default:
-		close(l.closed)
-		l.waiters.Close()
-	}
-	return nil
-}
+func (l *Locker) Close() error { return l.core.Close() }
 
 // fail wraps err in the *distlock.OpError every backend returns.
 func fail(op, key string, err error) error {
@@ -120,30 +117,24 @@ func (s *state) release() {
 
 // TryLock acquires key for ttl, or returns ErrLocked.
 func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
-	start := time.Now()
-	if err := driver.ValidateKey(key, MaxKeyLen); err != nil {
-		return distlock.Lease{}, fail("TryLock", key, err)
-	}
-	if err := driver.ValidateTTL(ttl); err != nil {
-		return distlock.Lease{}, fail("TryLock", key, err)
-	}
-	if err := l.check(ctx); err != nil {
-		return distlock.Lease{}, fail("TryLock", key, err)
-	}
-	l.waiters.Attempt(key)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := l.get(key)
-	if s.held(start) {
-		return distlock.Lease{}, fail("TryLock", key, distlock.ErrLocked)
-	}
-	if s.token != "" { // expired without Unlock: signal the old lease's loss
-		s.release()
-	}
-	s.fence++
-	s.token = driver.NewToken()
-	s.expires = start.Add(ttl)
-	return distlock.Lease{Key: key, Token: s.token, Fence: s.fence, Expires: s.expires}, nil
+	return l.core.TryLock(ctx, key, ttl)
+}
+
+// Renew extends lease to ttl from now. It never shortens: a ttl below what the lease
+// has left keeps the key held as long as before, while the returned Lease's Expires
+// is the time before the call + ttl.
+func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
+	return l.core.Renew(ctx, lease, ttl)
+}
+
+// Unlock releases lease.
+func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
+	return l.core.Unlock(ctx, lease)
+}
+
+// Inspect reports key's holder, or ErrNotHeld when it is free.
+func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, error) {
+	return l.core.Inspect(ctx, key)
 }
 
 // owned returns lease's state when lease still holds its key at now, else nil.
@@ -153,51 +144,6 @@ func (l *Locker) owned(lease distlock.Lease, now time.Time) *state {
 		return nil
 	}
 	return s
-}
-
-// Renew extends lease to ttl from now. It never shortens: a ttl below what the lease
-// has left keeps the key held as long as before, while the returned Lease's Expires
-// is start + ttl.
-func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
-	start := time.Now()
-	if err := driver.ValidateLease(lease); err != nil {
-		return distlock.Lease{}, fail("Renew", lease.Key, err)
-	}
-	if err := driver.ValidateTTL(ttl); err != nil {
-		return distlock.Lease{}, fail("Renew", lease.Key, err)
-	}
-	if err := l.check(ctx); err != nil {
-		return distlock.Lease{}, fail("Renew", lease.Key, err)
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := l.owned(lease, start)
-	if s == nil {
-		return distlock.Lease{}, fail("Renew", lease.Key, distlock.ErrNotHeld)
-	}
-	lease.Expires = start.Add(ttl)
-	if lease.Expires.After(s.expires) {
-		s.expires = lease.Expires
-	}
-	return lease, nil
-}
-
-// Unlock releases lease.
-func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
-	if err := driver.ValidateLease(lease); err != nil {
-		return fail("Unlock", lease.Key, err)
-	}
-	if err := l.check(ctx); err != nil {
-		return fail("Unlock", lease.Key, err)
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := l.owned(lease, time.Now())
-	if s == nil {
-		return fail("Unlock", lease.Key, distlock.ErrNotHeld)
-	}
-	l.free(lease.Key, s)
-	return nil
 }
 
 // Revoke takes key away from its holder, if any, as an expired lease or a server
@@ -252,21 +198,4 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 	case <-ctx.Done():
 		return fail("Wait", key, errors.Join(distlock.ErrLocked, ctx.Err()))
 	}
-}
-
-// Inspect reports key's holder, or ErrNotHeld when it is free.
-func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, error) {
-	if err := driver.ValidateKey(key, MaxKeyLen); err != nil {
-		return distlock.Holder{}, fail("Inspect", key, err)
-	}
-	if err := l.check(ctx); err != nil {
-		return distlock.Holder{}, fail("Inspect", key, err)
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := l.keys[key]
-	if s == nil || !s.held(time.Now()) {
-		return distlock.Holder{}, fail("Inspect", key, distlock.ErrNotHeld)
-	}
-	return distlock.Holder{Key: key, Fence: s.fence, Expires: s.expires, Owner: Owner}, nil
 }

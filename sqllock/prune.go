@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
-	"github.com/distlock/distlock/sqllock/internal/calls"
+	"github.com/distlock/distlock/driver"
 )
 
 // pruneBatch is how many rows one transaction of Prune deletes at most, so that
@@ -40,7 +40,7 @@ func (l *Locker) Prune(ctx context.Context, olderThan time.Duration) (int64, err
 	defer end()
 	n, err := l.prune(cctx, olderThan)
 	if err != nil {
-		return n, l.opError("Prune", "", calls.Err(cctx, err))
+		return n, l.opError("Prune", "", driver.Err(cctx, err))
 	}
 	return n, nil
 }

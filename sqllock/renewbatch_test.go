@@ -57,7 +57,7 @@ func TestRenewBatch(t *testing.T) {
 	l, err := NewLocker("fake", d, nil)
 	require.NoError(t, err)
 	defer l.Close()
-	l.renewer.stall = time.Hour // the first statement holds the queue up until it ends
+	l.rows.renews = newRenews(d, d, time.Hour, l.calls.Go) // the first statement holds the queue up until it ends
 	lease := func(key string) distlock.Lease {
 		return distlock.Lease{Key: key, Token: "tok-" + key, Fence: 1, Expires: time.Now().Add(time.Minute)}
 	}
@@ -75,9 +75,7 @@ func TestRenewBatch(t *testing.T) {
 	left := make(chan error, 1)
 	go func() { _, err := l.Renew(leaving, lease("leaver"), time.Minute); left <- err }()
 	require.Eventually(t, func() bool {
-		l.renewer.mu.Lock()
-		defer l.renewer.mu.Unlock()
-		return len(l.renewer.queue) == len(keys)+1
+		return l.rows.renews.Queued() == len(keys)+1
 	}, 5*time.Second, time.Millisecond)
 	leave()
 	require.ErrorIs(t, <-left, context.Canceled)
@@ -128,7 +126,7 @@ func TestRenewBatchOwnDeadlines(t *testing.T) {
 		l, err := NewLocker("sqllock/fake", d, nil)
 		require.NoError(t, err)
 		defer l.Close()
-		l.renewer.stall = time.Hour // the batches wait for the stalled statements
+		l.rows.renews = newRenews(d, d, time.Hour, l.calls.Go) // the batches wait for the stalled statements
 		lease := func(i int) distlock.Lease {
 			return distlock.Lease{Key: fmt.Sprint("k", i), Token: fmt.Sprint("tok", i), Fence: 1, Expires: time.Now().Add(time.Minute)}
 		}

@@ -1,0 +1,124 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock"
+)
+
+// Calls tracks the calls in flight of a Locker and the goroutines they started, so
+// that Close can end them and wait for them: the one call lifecycle of every
+// Locker. The zero value is not usable; call NewCalls.
+type Calls struct {
+	closing context.Context // cancelled by Close, with cause distlock.ErrClosed
+	stop    context.CancelCauseFunc
+	wg      sync.WaitGroup // calls in flight and their goroutines
+	closed  chan struct{}  // closed when the first Close has finished
+
+	mu   sync.Mutex
+	shut bool // Close was called; guards wg.Add
+}
+
+// NewCalls returns a Calls that is open.
+func NewCalls() *Calls {
+	closing, stop := context.WithCancelCause(context.Background())
+	return &Calls{closing: closing, stop: stop, closed: make(chan struct{})}
+}
+
+// Begin starts a call. It returns the context for the call's requests, which Close
+// cancels with cause distlock.ErrClosed, and the function that ends the call; or
+// distlock.ErrClosed after Close.
+func (g *Calls) Begin(ctx context.Context) (context.Context, func(), error) {
+	g.mu.Lock()
+	if g.shut {
+		g.mu.Unlock()
+		return nil, nil, distlock.ErrClosed
+	}
+	g.wg.Add(1)
+	g.mu.Unlock()
+	cctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(g.closing, func() { cancel(distlock.ErrClosed) })
+	return cctx, func() {
+		stop()
+		cancel(nil)
+		g.wg.Done()
+	}, nil
+}
+
+// Go runs f in a goroutine that Close waits for. It must be called during a call
+// (between Begin and its end), so that Close has not started to wait.
+func (g *Calls) Go(f func()) {
+	g.wg.Go(f)
+}
+
+// Close makes every later Begin fail with distlock.ErrClosed, cancels the contexts
+// of the calls in flight, and waits until they and the goroutines they started have
+// returned. It reports whether it was the first Close; a later one waits for the
+// first and returns false.
+func (g *Calls) Close() bool {
+	g.mu.Lock()
+	if g.shut {
+		g.mu.Unlock()
+		<-g.closed
+		return false
+	}
+	g.shut = true
+	g.mu.Unlock()
+	g.stop(distlock.ErrClosed)
+	g.wg.Wait()
+	close(g.closed)
+	return true
+}
+
+// Err returns err, the error of a call whose requests ran with cctx (from Begin),
+// wrapped with distlock.ErrClosed when Close cancelled cctx: the call failed because
+// its Locker was closed.
+func Err(cctx context.Context, err error) error {
+	if err != nil && !errors.Is(err, distlock.ErrClosed) && errors.Is(context.Cause(cctx), distlock.ErrClosed) {
+		return fmt.Errorf("%w while the call was in flight (%w)", distlock.ErrClosed, err)
+	}
+	return err
+}
+
+// The one retry schedule: MaxAttempts attempts, the first pause RetryBackoff, each
+// pause a full-jitter draw below a bound that doubles.
+const (
+	MaxAttempts  = 5
+	RetryBackoff = 5 * time.Millisecond
+)
+
+// Retry runs op until it succeeds, fails with an error that retryable rejects, ctx
+// ends, or MaxAttempts attempts were made, pausing by Pause between attempts. It
+// returns op's last error (joined with ctx.Err() when ctx ended).
+func Retry(ctx context.Context, retryable func(error) bool, op func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := op()
+		if err == nil || attempt >= MaxAttempts || !retryable(err) {
+			return err
+		}
+		if perr := Pause(ctx, attempt, time.Duration(1<<62)); perr != nil {
+			return errors.Join(err, perr)
+		}
+	}
+}
+
+// Pause sleeps before attempt+1 of a retried request: a full-jitter draw below
+// RetryBackoff doubled attempt-1 times, capped at max. It returns ctx.Err() if ctx
+// ends first.
+func Pause(ctx context.Context, attempt int, max time.Duration) error {
+	bound := RetryBackoff << min(attempt-1, 20)
+	bound = min(bound, max)
+	t := time.NewTimer(rand.N(bound) + 1)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
