@@ -1,0 +1,193 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// recorder is a send function that records its batches; a batch that contains
+// "stuck" waits until its context ends, and, while block is set, every batch
+// waits for it to be closed.
+type recorder struct {
+	mu      sync.Mutex
+	batches [][]string
+	block   chan struct{}
+}
+
+func (r *recorder) send(ctx context.Context, reqs []string) ([]string, error) {
+	r.mu.Lock()
+	r.batches = append(r.batches, slices.Clone(reqs))
+	block := r.block
+	r.mu.Unlock()
+	if slices.Contains(reqs, "stuck") {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	if block != nil {
+		select {
+		case <-block:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	res := make([]string, len(reqs))
+	for i, q := range reqs {
+		res[i] = "done " + q
+	}
+	return res, nil
+}
+
+func (r *recorder) sizes() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n []int
+	for _, b := range r.batches {
+		n = append(n, len(b))
+	}
+	return n
+}
+
+// TestBatcherBatches: a request that finds nothing in flight goes alone; those
+// that come meanwhile go as one batch, each with its own result, split by
+// MaxBatch and by Same (a second request of the same lease waits for a later
+// batch).
+func TestBatcherBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &recorder{block: make(chan struct{})}
+		b := NewBatcher(r.send, BatchOptions[string]{MaxBatch: 3, Same: func(a, b string) bool { return a == b }})
+		var wg sync.WaitGroup
+		do := func(q string) {
+			wg.Go(func() {
+				res, err := b.Do(t.Context(), q)
+				assert.NoError(t, err, q)
+				assert.Equal(t, "done "+q, res)
+			})
+		}
+		do("first")
+		synctest.Wait()
+		for _, q := range []string{"a", "b", "a", "c", "d"} {
+			do(q)
+			synctest.Wait() // in this order
+		}
+		require.Equal(t, 5, b.Queued())
+		close(r.block)
+		wg.Wait()
+		require.Equal(t, []int{1, 3, 2}, r.sizes()) // first; a, b, c; a, d
+	})
+}
+
+// TestBatcherOwnDeadlines: while sends stall, every caller returns at its own
+// deadline exactly, whether it sent alone, is in a batch in flight (the batch's
+// first caller, whose deadline is the earliest, included) or is queued; a queued
+// caller's error says its request was never sent, an in-flight caller's does not.
+func TestBatcherOwnDeadlines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &recorder{block: make(chan struct{})} // never closed: every send stalls
+		b := NewBatcher(r.send, BatchOptions[string]{})
+		deadline := func(i int) time.Duration {
+			if i >= 20 { // they give up before the batch of 1-19 ends
+				return time.Second + time.Duration(i-20)*10*time.Millisecond
+			}
+			return time.Second + time.Duration(i)*100*time.Millisecond
+		}
+		took := make([]time.Duration, 30)
+		errs := make([]error, 30)
+		var wg sync.WaitGroup
+		do := func(i int) {
+			wg.Go(func() {
+				start := time.Now()
+				ctx, cancel := context.WithTimeout(t.Context(), deadline(i))
+				defer cancel()
+				_, errs[i] = b.Do(ctx, fmt.Sprint(i))
+				took[i] = time.Since(start)
+			})
+		}
+		do(0) // alone: its send is in flight
+		synctest.Wait()
+		for i := 1; i < 20; i++ {
+			do(i) // queued behind it
+		}
+		synctest.Wait()
+		time.Sleep(deadline(0)) // 0 gives up; the batch of 1-19 is sent
+		synctest.Wait()
+		for i := 20; i < 30; i++ {
+			do(i) // queued behind that batch, which never ends: never sent
+		}
+		wg.Wait()
+		for i, d := range took {
+			require.Equal(t, deadline(i), d, "call %d", i)
+			require.ErrorIs(t, errs[i], context.DeadlineExceeded, "call %d", i)
+			require.Equal(t, i >= 20, IsNotSent(errs[i]), "call %d: %v", i, errs[i])
+		}
+		require.Equal(t, []int{1, 19}, r.sizes())
+	})
+}
+
+// TestBatcherStall: a send stuck for longer than Stall stops holding up the
+// requests queued behind it: they go as a batch of their own at Stall.
+func TestBatcherStall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &recorder{}
+		b := NewBatcher(r.send, BatchOptions[string]{Stall: 100 * time.Millisecond})
+		start := time.Now()
+		stuck := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			_, err := b.Do(ctx, "stuck")
+			stuck <- err
+		}()
+		synctest.Wait()
+		var wg sync.WaitGroup
+		for i := range 10 {
+			wg.Go(func() {
+				_, err := b.Do(t.Context(), fmt.Sprint(i))
+				assert.NoError(t, err)
+				assert.Equal(t, 100*time.Millisecond, time.Since(start), "call %d behind the stuck one", i)
+			})
+		}
+		wg.Wait()
+		require.ErrorIs(t, <-stuck, context.DeadlineExceeded)
+		require.Equal(t, []int{1, 10}, r.sizes())
+	})
+}
+
+// TestBatcherMaxInFlight: up to MaxInFlight requests go alone at once; the next
+// waits for one of them.
+func TestBatcherMaxInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &recorder{block: make(chan struct{})}
+		b := NewBatcher(r.send, BatchOptions[string]{MaxInFlight: 2})
+		var wg sync.WaitGroup
+		for _, q := range []string{"a", "b", "c", "d"} {
+			wg.Go(func() { _, err := b.Do(t.Context(), q); assert.NoError(t, err) })
+			synctest.Wait()
+		}
+		require.Equal(t, []int{1, 1}, r.sizes())
+		require.Equal(t, 2, b.Queued())
+		close(r.block)
+		wg.Wait()
+		require.Equal(t, []int{1, 1, 2}, r.sizes())
+	})
+}
+
+// TestBatcherErrors: a send's error goes to every caller of its batch; a send
+// that returns the wrong number of results is an error, not a panic.
+func TestBatcherErrors(t *testing.T) {
+	boom := errors.New("boom")
+	b := NewBatcher(func(context.Context, []int) ([]int, error) { return nil, boom }, BatchOptions[int]{})
+	_, err := b.Do(t.Context(), 1)
+	require.ErrorIs(t, err, boom)
+	short := NewBatcher(func(context.Context, []int) ([]int, error) { return nil, nil }, BatchOptions[int]{})
+	_, err = short.Do(t.Context(), 1)
+	require.ErrorIs(t, err, errBatchResults)
+}
