@@ -3,45 +3,41 @@
 // Its test proves it with the whole conformance suite, faults included; read it as
 // an example of what the author of a backend writes.
 //
-// Each call opens its own connection, so that no connection state survives a server
-// restart or a cut, and closes it when the call returns. A call's deadline is the
-// earliest of its context's deadline and Options.Timeout; TryLock and Renew also give
-// up at start + ttl, since a reply after that is useless (the Lease would already
-// have expired). A TryLock that gave up after sending its request removes the lock it
-// may have made, in the background, with a fresh bounded context (see
-// Options.CleanupTimeout); the server refuses that request if it arrives after the
-// clean-up.
+// It is built on package driver: wire.go makes one attempt of each operation
+// (driver.Driver), and driver.Locker does everything else the contract asks
+// (validation, Expires from before the request, late replies, Renews of lapsed
+// leases, the background clean-up of an abandoned TryLock, errors, Close).
+//
+// Each request opens its own connection, so that no connection state survives a
+// server restart or a cut, and closes it when the request returns. A request's
+// deadline is the earliest of its context's deadline and Options.Timeout; LOCK and
+// RENEW also give up at ttl, since a reply after that is useless. The clean-up of a
+// TryLock that gave up after sending its request sends CANCEL, which also makes the
+// server refuse that LOCK if it arrives later.
 package lockdlock
 
 import (
-	"bufio"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 )
 
 // MaxKeyLen is the longest key, in bytes, that a Locker accepts (the server's limit).
 const MaxKeyLen = 4096
-
-// maxTokenLen is the longest token the server accepts.
-const maxTokenLen = 256
 
 // Backend is the name in every error's distlock.OpError.
 const Backend = "lockdlock"
 
 // Options configure a Locker. A nil *Options means the defaults.
 type Options struct {
-	// Timeout bounds every call whose context has no earlier deadline. Zero means 5s.
+	// Timeout bounds every request whose context has no earlier deadline. Zero
+	// means 5s.
 	Timeout time.Duration
 	// CleanupTimeout bounds the removal of a lock that an abandoned TryLock may have
 	// made. Zero means 5s.
@@ -50,12 +46,8 @@ type Options struct {
 
 // A Locker is a client of one lockd server. It is safe for concurrent use.
 type Locker struct {
-	addr string
-	opts Options
-
-	mu       sync.Mutex
-	closed   bool
-	cleanups sync.WaitGroup
+	w    *wire
+	core *driver.Locker
 }
 
 var (
@@ -65,7 +57,7 @@ var (
 )
 
 // New returns a Locker for the lockd server at addr (host:port). It does not connect:
-// every call dials. Bad options give an error wrapping distlock.ErrInvalid.
+// every request dials. Bad options give an error wrapping distlock.ErrInvalid.
 func New(addr string, opts *Options) (*Locker, error) {
 	var o Options
 	if opts != nil {
@@ -80,112 +72,73 @@ func New(addr string, opts *Options) (*Locker, error) {
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Second
 	}
-	if o.CleanupTimeout == 0 {
-		o.CleanupTimeout = 5 * time.Second
+	w := &wire{addr: addr, timeout: o.Timeout}
+	core, err := driver.NewLocker(w, driver.Config{Backend: Backend, MaxKeyLen: MaxKeyLen, CleanupTimeout: o.CleanupTimeout})
+	if err != nil {
+		return nil, err
 	}
-	return &Locker{addr: addr, opts: o}, nil
+	return &Locker{w: w, core: core}, nil
 }
 
-// Close makes every later call fail with an error wrapping distlock.ErrClosed, and
-// returns once the clean-ups of abandoned TryLocks have finished (each bounded by
-// Options.CleanupTimeout). Calls in flight run to their end (a TryLock among them
-// that gives up leaves its lock to expire). Calling it again does nothing.
-func (l *Locker) Close() error {
-	l.mu.Lock()
-	l.closed = true
-	l.mu.Unlock()
-	l.cleanups.Wait()
-	return nil
+// Close ends the calls in flight (they return an error wrapping
+// distlock.ErrClosed) and returns once the clean-ups of abandoned TryLocks have
+// finished (each bounded by Options.CleanupTimeout). Held leases stay held until
+// their ttl. Every later call returns an error wrapping distlock.ErrClosed.
+func (l *Locker) Close() error { return l.core.Close() }
+
+// TryLock makes one attempt to acquire key for ttl. It returns an error wrapping
+// distlock.ErrLocked when another owner holds key.
+func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	return l.core.TryLock(ctx, key, ttl)
+}
+
+// Renew extends a held lease to ttl from now. The server never shortens the hold, so
+// after an error other than distlock.ErrNotHeld the old lease stays valid until its
+// Expires. A lease whose Expires has passed is not renewed (distlock.ErrNotHeld).
+func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
+	return l.core.Renew(ctx, lease, ttl)
+}
+
+// Unlock releases a held lease; it returns an error wrapping distlock.ErrNotHeld when
+// the lease was no longer held.
+func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
+	return l.core.Unlock(ctx, lease)
+}
+
+// Inspect returns the holder of key, or an error wrapping distlock.ErrNotHeld when
+// key is free. lockd keeps no owner label.
+func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, error) {
+	return l.core.Inspect(ctx, key)
+}
+
+// Wait returns nil when key may be free: it was released, its holder's expiry
+// passed, or Options.Timeout passed (a hint; call TryLock). When ctx ends first it
+// returns an error wrapping errors.Join(distlock.ErrLocked, ctx.Err()).
+func (l *Locker) Wait(ctx context.Context, key string) error {
+	cctx, end, err := l.core.Calls().Begin(ctx)
+	if err != nil {
+		return fail("Wait", key, err)
+	}
+	defer end()
+	if err := driver.ValidateKey(key, MaxKeyLen); err != nil {
+		return fail("Wait", key, err)
+	}
+	reply, _, err := l.w.roundTrip(cctx, 0, request("WAIT", key, "", 0))
+	switch {
+	case err == nil && reply == "FREE":
+		return nil
+	case err == nil:
+		return fail("Wait", key, errProtocol(reply))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil // Wait's own bound passed
+	case cctx.Err() != nil && ctx.Err() != nil:
+		return fail("Wait", key, errors.Join(distlock.ErrLocked, err))
+	default:
+		return fail("Wait", key, driver.Err(cctx, err))
+	}
 }
 
 // fail wraps err in the *distlock.OpError every call returns.
 func fail(op, key string, err error) error {
 	return &distlock.OpError{Backend: Backend, Op: op, Key: key, Err: err}
 }
-
-var b64 = base64.RawURLEncoding
-
-// request formats a request line: verb, key and token in base64url, and the ttl in
-// milliseconds, rounded up (the server holds a key at least as long as asked).
-func request(verb, key, token string, ttl time.Duration) string {
-	req := verb + " " + b64.EncodeToString([]byte(key))
-	if token != "" {
-		req += " " + b64.EncodeToString([]byte(token))
-	}
-	if ttl > 0 {
-		ms := ttl.Milliseconds()
-		if time.Duration(ms)*time.Millisecond < ttl {
-			ms++
-		}
-		req += " " + strconv.FormatInt(ms, 10)
-	}
-	return req
-}
-
-// deadline returns a call's deadline: the earliest of start + Timeout, start + ttl
-// (when ttl > 0) and ctx's deadline.
-func (l *Locker) deadline(ctx context.Context, start time.Time, ttl time.Duration) time.Time {
-	d := start.Add(l.opts.Timeout)
-	if ttl > 0 && start.Add(ttl).Before(d) {
-		d = start.Add(ttl)
-	}
-	if cd, ok := ctx.Deadline(); ok && cd.Before(d) {
-		d = cd
-	}
-	return d
-}
-
-// roundTrip sends req on a new connection and returns the reply line. sent reports
-// whether any of the request may have reached the server. It refuses to start once
-// the Locker is closed, unless cleanup is set.
-func (l *Locker) roundTrip(ctx context.Context, deadline time.Time, req string, cleanup bool) (reply string, sent bool, err error) {
-	l.mu.Lock()
-	closed := l.closed
-	l.mu.Unlock()
-	if closed && !cleanup {
-		return "", false, distlock.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return "", false, err
-	}
-	d := net.Dialer{Deadline: deadline}
-	conn, err := d.DialContext(ctx, "tcp", l.addr)
-	if err != nil {
-		return "", false, why(ctx, deadline, err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(deadline)
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	if _, err := io.WriteString(conn, req+"\n"); err != nil {
-		return "", true, why(ctx, deadline, err)
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return "", true, why(ctx, deadline, err)
-	}
-	return strings.TrimSuffix(line, "\n"), true, nil
-}
-
-// why explains a failed round trip: the context's error when the context ended (or
-// its deadline was the one that passed), else the transport's.
-func why(ctx context.Context, deadline time.Time, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return fmt.Errorf("%w (%v)", cerr, err)
-	}
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		if cd, ok := ctx.Deadline(); ok && !cd.After(deadline) {
-			return fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
-		}
-		return fmt.Errorf("no reply by the call's deadline: %w", err)
-	}
-	return err
-}
-
-// errProtocol reports a reply the client does not understand.
-func errProtocol(reply string) error {
-	return fmt.Errorf("unexpected reply %.64q from lockd", reply)
-}
-
-// errLate reports a reply that came after the lease it grants had expired.
-var errLate = errors.New("the reply came after the ttl: the lease had already expired")
