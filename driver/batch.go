@@ -27,9 +27,10 @@ type BatchOptions[Req any] struct {
 }
 
 // A Batcher sends requests in batches: a Do that finds fewer than MaxInFlight
-// batches in flight sends its request at once, alone, on its own context; the
-// requests that come meanwhile queue, and go as one batch when a batch ends, sent by
-// a goroutine on a context that lives while any of its callers still waits.
+// batches in flight sends its request at once, alone; the requests that come
+// meanwhile queue, and go as one batch when a batch ends. Every batch is sent by a
+// goroutine (BatchOptions.Go), on a context that has the values of its first
+// caller's and lives while any of its callers still waits.
 //
 // Every caller waits for its own result or its own context, whichever comes first,
 // never for another caller's deadline: a caller whose context ends while its
@@ -84,22 +85,10 @@ var errBatchResults = errors.New("driver: a batch returned a number of results t
 
 // Do sends req, alone or in the next batch, and returns its result by ctx's end.
 func (b *Batcher[Req, Res]) Do(ctx context.Context, req Req) (Res, error) {
-	var zero Res
-	b.mu.Lock()
-	if b.inFlight < b.o.MaxInFlight {
-		s := b.take()
-		b.mu.Unlock()
-		res, err := b.sendAll(ctx, []Req{req})
-		b.mu.Lock()
-		b.end(s)
-		b.mu.Unlock()
-		if err != nil {
-			return zero, err
-		}
-		return res[0], nil
-	}
 	c := &batchCall[Req, Res]{ctx: ctx, req: req, done: make(chan struct{})}
+	b.mu.Lock()
 	b.queue = append(b.queue, c)
+	b.startQueue()
 	b.mu.Unlock()
 	select {
 	case <-c.done:
@@ -108,6 +97,7 @@ func (b *Batcher[Req, Res]) Do(ctx context.Context, req Req) (Res, error) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	var zero Res
 	if i := slices.Index(b.queue, c); i >= 0 {
 		b.queue = slices.Delete(b.queue, i, i+1)
 		return zero, NotSent(ctx.Err())

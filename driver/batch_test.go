@@ -191,3 +191,26 @@ func TestBatcherErrors(t *testing.T) {
 	_, err = short.Do(t.Context(), 1)
 	require.ErrorIs(t, err, errBatchResults)
 }
+
+// TestBatcherSendIgnoresContext: a send that does not obey its context (a
+// statement SQLite cannot interrupt) does not keep its caller past the caller's
+// own deadline, also when the caller sent alone.
+func TestBatcherSendIgnoresContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var wg sync.WaitGroup
+		b := NewBatcher(func(context.Context, []int) ([]int, error) {
+			<-release
+			return []int{0}, nil
+		}, BatchOptions[int]{Go: wg.Go})
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		start := time.Now()
+		_, err := b.Do(ctx, 1)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.False(t, IsNotSent(err), "it was sent")
+		require.Equal(t, time.Second, time.Since(start))
+		close(release)
+		wg.Wait()
+	})
+}
