@@ -3,53 +3,48 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
+	sqldriver "database/sql/driver"
 	"errors"
-	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/distlock/distlock/driver"
 )
 
 // A gate runs the writing statements of the Lockers of one *sql.DB in group
-// commits: a goroutine of the gate runs every statement queued meanwhile in one
-// transaction (BEGIN IMMEDIATE ... COMMIT), so that they share its commit and its
-// fsync, and the callers queued while it runs form the next one. SQLite runs one
-// writer per file anyway. Without the gate, the statements of one process queued
-// in SQLite's busy handler, which sleeps (1, 2, 5, ... 100ms) between looks at the
-// file lock, and each paid a commit of its own. Each statement still returns only
-// once its transaction has committed, with the durability that the database's
-// synchronous setting gives; each caller returns by its own context (do). Other
-// processes still wait in the busy handler.
+// commits (a driver.Batcher): the statements queued while a transaction runs go
+// as the next one (BEGIN IMMEDIATE ... COMMIT), so that they share its commit and
+// its fsync. SQLite runs one writer per file anyway. Without the gate, the
+// statements of one process queued in SQLite's busy handler, which sleeps (1, 2,
+// 5, ... 100ms) between looks at the file lock, and each paid a commit of its own.
+// Each statement still returns only once its transaction has committed, with the
+// durability that the database's synchronous setting gives; each caller returns by
+// its own context (do). Other processes still wait in the busy handler.
 type gate struct {
-	db   *sql.DB
-	refs int // Lockers using it; guarded by gatesMu
+	db    *sql.DB
+	refs  int // Lockers using it; guarded by gatesMu
+	batch *driver.Batcher[*op, error]
+	wg    sync.WaitGroup // the Batcher's goroutines
 
-	mu      sync.Mutex
-	queue   []*op     // waiting for the next batch
-	running bool      // the goroutine runs batches; it ends when the queue is empty
-	next    time.Time // the next batch begins no earlier (see take)
-	wg      sync.WaitGroup
+	mu   sync.Mutex
+	next time.Time // the next transaction begins no earlier (see pause)
 }
 
-// An op is one caller's statements in a batch.
+// An op is one caller's statements in a transaction.
 type op struct {
 	run func(ctx context.Context, c *sql.Conn) error
-	// Under gate.mu:
-	b       *gateBatch // once it has left the queue
-	started bool       // run has been called
-	left    bool       // the caller gave up before run was called: it never will be
 
-	err  error         // run's error, or the batch's; set before done is closed
-	done chan struct{} // closed once the batch committed or failed
+	mu      sync.Mutex
+	started bool // run has been called
+	left    bool // the caller gave up before run was called: it never will be
 }
 
-// A gateBatch is the ops of one transaction.
-type gateBatch struct {
-	ops    []*op
-	ctx    context.Context // ends when every caller has given up
-	cancel context.CancelFunc
-	left   int // callers still waiting (under gate.mu)
+// newGate returns the gate of db.
+func newGate(db *sql.DB) *gate {
+	g := &gate{db: db}
+	g.batch = driver.NewBatcher(g.commit, driver.BatchOptions[*op]{Go: g.wg.Go})
+	return g
 }
 
 // errNotRun: the op was not run (a previous statement of its batch failed, or its
@@ -67,7 +62,7 @@ func gateOf(db *sql.DB) *gate {
 	defer gatesMu.Unlock()
 	g := gates[db]
 	if g == nil {
-		g = &gate{db: db}
+		g = newGate(db)
 		gates[db] = g
 	}
 	g.refs++
@@ -95,129 +90,104 @@ func releaseGate(db *sql.DB) {
 	}
 }
 
-// do runs run in the next batch and returns its error, or the batch's. When ctx
-// ends first, it returns at once: an error wrapping errNotRun if run had not been
-// called (it never will be), else ctx's error: run's outcome is then unknown. The
-// statements of a batch are interrupted only when all its callers have given up
-// (an interrupt rolls the whole batch back).
+// do runs run in the next transaction and returns its error, or the
+// transaction's. When ctx ends first, it returns at once: an error wrapping
+// errNotRun if run had not been called (it never will be), else ctx's error: run's
+// outcome is then unknown. The statements of a transaction are interrupted only
+// when all its callers have given up (an interrupt rolls the whole of it back).
 func (g *gate) do(ctx context.Context, run func(ctx context.Context, c *sql.Conn) error) error {
-	o := &op{run: run, done: make(chan struct{})}
-	g.mu.Lock()
-	g.queue = append(g.queue, o)
-	if !g.running {
-		g.running = true
-		g.wg.Go(g.loop)
+	o := &op{run: run}
+	err, berr := g.batch.Do(ctx, o)
+	switch {
+	case berr == nil:
+		return err
+	case driver.IsNotSent(berr):
+		return errors.Join(errNotRun, berr)
+	case berr != ctx.Err(): // the transaction's error (BEGIN, COMMIT)
+		return berr
 	}
-	g.mu.Unlock()
-	select {
-	case <-o.done:
-		return o.err
-	case <-ctx.Done():
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if i := slices.Index(g.queue, o); i >= 0 {
-		g.queue = slices.Delete(g.queue, i, i+1)
-		return errors.Join(errNotRun, ctx.Err())
-	}
-	if o.b.left--; o.b.left == 0 {
-		o.b.cancel()
-	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	if !o.started {
 		o.left = true
-		return errors.Join(errNotRun, ctx.Err())
+		return errors.Join(errNotRun, berr)
 	}
-	return ctx.Err()
-}
-
-// loop runs batches until the queue is empty.
-func (g *gate) loop() {
-	for b := g.take(); b != nil; b = g.take() {
-		g.runBatch(b)
-	}
-}
-
-// take returns the queue as the next batch, or nil (ending the loop) when it is
-// empty.
-//
-// When callers queued while a batch held the file's write lock for d, the next
-// batch waits until d has passed, so that under a steady load the file is free at
-// least half the time: other processes wait for the lock in SQLite's busy
-// handler, which only looks now and then, and a process that took the lock again
-// at once would starve them. The callers that come meanwhile join the next batch.
-func (g *gate) take() *gateBatch {
-	g.mu.Lock()
-	wait := time.Until(g.next)
-	g.mu.Unlock()
-	if wait > 0 {
-		time.Sleep(wait)
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if len(g.queue) == 0 {
-		g.running = false
-		return nil
-	}
-	b := &gateBatch{ops: g.queue, left: len(g.queue)}
-	g.queue = nil
-	b.ctx, b.cancel = context.WithCancel(context.Background())
-	for _, o := range b.ops {
-		o.b = b
-	}
-	return b
-}
-
-// runBatch runs b in one transaction and gives each op its result.
-func (g *gate) runBatch(b *gateBatch) {
-	defer b.cancel()
-	start := time.Now()
-	err := g.commit(b)
-	end := time.Now()
-	for _, o := range b.ops {
-		if err != nil {
-			o.err = err
-		}
-		close(o.done)
-	}
-	g.mu.Lock()
-	if len(g.queue) > 0 { // back to back: pause
-		g.next = end.Add(min(end.Sub(start), maxPause))
-	}
-	g.mu.Unlock()
+	return berr
 }
 
 // maxPause bounds the pause between batches.
 const maxPause = 5 * time.Millisecond
 
 // begin marks o as started, or reports false when its caller has given up.
-func (g *gate) begin(o *op) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+func (o *op) begin() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	o.started = !o.left
 	return o.started
 }
 
-// commit runs the ops of b in one transaction and commits it. An op whose
-// statement failed gets its error (SQLite rolled that statement back) and the ops
-// after it errNotRun, and so does an op whose caller gave up before it ran; the
-// error of BEGIN or COMMIT (nothing committed) is returned for all of them.
-func (g *gate) commit(b *gateBatch) error {
-	ctx := b.ctx
+// pause waits, before a transaction, until the pause after the last one has
+// passed. When callers queued while a transaction held the file's write lock for
+// d, the next one waits until d has passed (at most maxPause), so that under a
+// steady load the file is free at least half the time: other processes wait for
+// the lock in SQLite's busy handler, which only looks now and then, and a process
+// that took the lock again at once would starve them. The callers that come
+// meanwhile join the next transaction.
+func (g *gate) pause(ctx context.Context) error {
+	g.mu.Lock()
+	wait := time.Until(g.next)
+	g.mu.Unlock()
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// commit runs ops in one transaction and commits it, returning each op's error.
+// An op whose statement failed gets its error (SQLite rolled that statement back)
+// and the ops after it errNotRun, and so does an op whose caller gave up before it
+// ran; the error of BEGIN or COMMIT (nothing committed) is returned for all of
+// them.
+func (g *gate) commit(ctx context.Context, ops []*op) ([]error, error) {
+	if err := g.pause(ctx); err != nil {
+		return nil, errors.Join(errNotRun, err)
+	}
+	start := time.Now()
+	errs, err := g.transaction(ctx, ops)
+	end := time.Now()
+	if g.batch.Queued() > 0 { // back to back: pause
+		g.mu.Lock()
+		g.next = end.Add(min(end.Sub(start), maxPause))
+		g.mu.Unlock()
+	}
+	return errs, err
+}
+
+// transaction runs ops in one transaction (see commit).
+func (g *gate) transaction(ctx context.Context, ops []*op) ([]error, error) {
 	c, err := g.db.Conn(ctx)
 	if err != nil {
-		return errors.Join(errNotRun, err)
+		return nil, errors.Join(errNotRun, err)
 	}
 	defer c.Close()
 	if _, err := c.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
-		return err // SQLite rolls a failed BEGIN back
+		return nil, err // SQLite rolls a failed BEGIN back
 	}
+	errs := make([]error, len(ops))
 	failed := false
-	for _, o := range b.ops {
-		if failed || !g.begin(o) {
-			o.err = errNotRun
+	for i, o := range ops {
+		if failed || !o.begin() {
+			errs[i] = errNotRun
 			continue
 		}
-		if o.err = o.run(ctx, c); o.err != nil {
+		if errs[i] = o.run(ctx, c); errs[i] != nil {
 			failed = true
 		}
 	}
@@ -225,11 +195,11 @@ func (g *gate) commit(b *gateBatch) error {
 		rctx := context.WithoutCancel(ctx) // also after an interrupt
 		if _, rerr := c.ExecContext(rctx, `ROLLBACK`); rerr != nil && !noTx(rerr) {
 			// The connection may still be in the transaction: drop it.
-			_ = c.Raw(func(any) error { return driver.ErrBadConn })
+			_ = c.Raw(func(any) error { return sqldriver.ErrBadConn })
 		}
-		return err
+		return nil, err
 	}
-	return nil
+	return errs, nil
 }
 
 // noTx reports whether err says that no transaction was active (SQLite had rolled

@@ -14,9 +14,7 @@ import (
 func queued(t *testing.T, g *gate, n int) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		return len(g.queue) == n
+		return g.batch.Queued() == n
 	}, 10*time.Second, time.Millisecond)
 }
 
@@ -28,7 +26,7 @@ func TestGate(t *testing.T) {
 	db := newDB(t, filepath.Join(t.TempDir(), "gate.db"))
 	_, err := db.Exec(`CREATE TABLE t (v INTEGER PRIMARY KEY)`)
 	require.NoError(t, err)
-	g := &gate{db: db}
+	g := newGate(db)
 	insert := func(v int) func(context.Context, *sql.Conn) error {
 		return func(ctx context.Context, c *sql.Conn) error {
 			_, err := c.ExecContext(ctx, `INSERT INTO t VALUES (?)`, v)
@@ -76,8 +74,7 @@ func TestGate(t *testing.T) {
 	require.NoError(t, rows.Err())
 	require.Equal(t, []int{1, 2}, vs)
 	require.NoError(t, g.do(t.Context(), insert(4))) // the gate still runs
-	g.wg.Wait()
-	require.False(t, g.running) // its goroutine ended with the queue
+	g.wg.Wait() // its goroutines end with the queue
 }
 
 // TestGateOwnDeadlines: every caller of the gate returns by its own context, while
@@ -93,7 +90,7 @@ func TestGateOwnDeadlines(t *testing.T) {
 	db := newDB(t, filepath.Join(t.TempDir(), "gate.db"))
 	_, err := db.Exec(`CREATE TABLE t (v INTEGER PRIMARY KEY)`)
 	require.NoError(t, err)
-	g := &gate{db: db}
+	g := newGate(db)
 	insert := func(v int, started, block chan struct{}) func(context.Context, *sql.Conn) error {
 		return func(ctx context.Context, c *sql.Conn) error {
 			if started != nil {
