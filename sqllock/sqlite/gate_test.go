@@ -74,7 +74,7 @@ func TestGate(t *testing.T) {
 	require.NoError(t, rows.Err())
 	require.Equal(t, []int{1, 2}, vs)
 	require.NoError(t, g.do(t.Context(), insert(4))) // the gate still runs
-	g.wg.Wait() // its goroutines end with the queue
+	g.wg.Wait()                                      // its goroutines end with the queue
 }
 
 // TestGateOwnDeadlines: every caller of the gate returns by its own context, while
