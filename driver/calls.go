@@ -15,36 +15,40 @@ import (
 // that Close can end them and wait for them: the one call lifecycle of every
 // Locker. The zero value is not usable; call NewCalls.
 type Calls struct {
-	closing context.Context // cancelled by Close, with cause distlock.ErrClosed
-	stop    context.CancelCauseFunc
-	wg      sync.WaitGroup // calls in flight and their goroutines
-	closed  chan struct{}  // closed when the first Close has finished
+	wg     sync.WaitGroup // calls in flight and their goroutines
+	closed chan struct{}  // closed when the first Close has finished
 
-	mu   sync.Mutex
-	shut bool // Close was called; guards wg.Add
+	mu       sync.Mutex
+	shut     bool                               // Close was called; guards wg.Add
+	inFlight map[uint64]context.CancelCauseFunc // the calls in flight, by id
+	nextID   uint64
 }
 
 // NewCalls returns a Calls that is open.
 func NewCalls() *Calls {
-	closing, stop := context.WithCancelCause(context.Background())
-	return &Calls{closing: closing, stop: stop, closed: make(chan struct{})}
+	return &Calls{closed: make(chan struct{}), inFlight: make(map[uint64]context.CancelCauseFunc)}
 }
 
 // Begin starts a call. It returns the context for the call's requests, which Close
 // cancels with cause distlock.ErrClosed, and the function that ends the call; or
 // distlock.ErrClosed after Close.
 func (g *Calls) Begin(ctx context.Context) (context.Context, func(), error) {
+	cctx, cancel := context.WithCancelCause(ctx)
 	g.mu.Lock()
 	if g.shut {
 		g.mu.Unlock()
+		cancel(nil)
 		return nil, nil, distlock.ErrClosed
 	}
 	g.wg.Add(1)
+	id := g.nextID
+	g.nextID++
+	g.inFlight[id] = cancel
 	g.mu.Unlock()
-	cctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(g.closing, func() { cancel(distlock.ErrClosed) })
 	return cctx, func() {
-		stop()
+		g.mu.Lock()
+		delete(g.inFlight, id)
+		g.mu.Unlock()
 		cancel(nil)
 		g.wg.Done()
 	}, nil
@@ -68,8 +72,10 @@ func (g *Calls) Close() bool {
 		return false
 	}
 	g.shut = true
+	for _, cancel := range g.inFlight {
+		cancel(distlock.ErrClosed)
+	}
 	g.mu.Unlock()
-	g.stop(distlock.ErrClosed)
 	g.wg.Wait()
 	close(g.closed)
 	return true
