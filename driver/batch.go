@@ -21,6 +21,11 @@ type BatchOptions[Req any] struct {
 	// Same reports whether two requests must not share a batch (two operations on
 	// one lease); the later waits for a later batch. nil means none are.
 	Same func(a, b Req) bool
+	// Pause, when set, is how long requests queued when a batch ends (one that
+	// took took to send) wait before they go as the next batch; the requests that
+	// come meanwhile join it. It spaces batches out (SQLite's file lock, free
+	// for other processes between them) and makes them larger.
+	Pause func(took time.Duration) time.Duration
 	// Go runs the goroutine that sends queued batches; it is called while a caller
 	// of Do waits, so Calls.Go fits (Close then waits for it). nil means go.
 	Go func(func())
@@ -43,7 +48,8 @@ type Batcher[Req, Res any] struct {
 
 	mu       sync.Mutex
 	queue    []*batchCall[Req, Res]
-	inFlight int // batches in flight that still count against MaxInFlight
+	inFlight int  // batches in flight that still count against MaxInFlight
+	paused   bool // the queue waits for Pause to pass
 }
 
 type batchCall[Req, Res any] struct {
@@ -64,6 +70,7 @@ type sentBatch struct {
 
 // A batchSlot is a batch in flight.
 type batchSlot struct {
+	start time.Time
 	timer *time.Timer
 	aged  bool // in flight for longer than Stall: it no longer counts
 	ended bool
@@ -127,7 +134,7 @@ func (b *Batcher[Req, Res]) sendAll(ctx context.Context, reqs []Req) ([]Res, err
 // take counts a new batch in flight; b.mu is held.
 func (b *Batcher[Req, Res]) take() *batchSlot {
 	b.inFlight++
-	s := &batchSlot{}
+	s := &batchSlot{start: time.Now()}
 	if b.o.Stall > 0 {
 		s.timer = time.AfterFunc(b.o.Stall, func() {
 			b.mu.Lock()
@@ -151,6 +158,18 @@ func (b *Batcher[Req, Res]) end(s *batchSlot) {
 	if !s.aged {
 		b.inFlight--
 	}
+	if b.o.Pause != nil && len(b.queue) > 0 && !b.paused {
+		if d := b.o.Pause(time.Since(s.start)); d > 0 {
+			b.paused = true
+			time.AfterFunc(d, func() {
+				b.mu.Lock()
+				defer b.mu.Unlock()
+				b.paused = false
+				b.startQueue()
+			})
+			return
+		}
+	}
 	b.startQueue()
 }
 
@@ -159,7 +178,7 @@ func (b *Batcher[Req, Res]) end(s *batchSlot) {
 // the next. The callers of the queue are waiting in Do, so o.Go is called during a
 // call.
 func (b *Batcher[Req, Res]) startQueue() {
-	for b.inFlight < b.o.MaxInFlight && len(b.queue) > 0 {
+	for !b.paused && b.inFlight < b.o.MaxInFlight && len(b.queue) > 0 {
 		calls, sb := b.next()
 		s := b.take()
 		b.o.Go(func() {

@@ -214,3 +214,29 @@ func TestBatcherSendIgnoresContext(t *testing.T) {
 		wg.Wait()
 	})
 }
+
+// TestBatcherPause: the requests queued when a batch ends wait Pause(took) before
+// they go, and those that come meanwhile join them.
+func TestBatcherPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &recorder{}
+		var tooks []time.Duration
+		b := NewBatcher(func(ctx context.Context, reqs []string) ([]string, error) {
+			time.Sleep(10 * time.Millisecond)
+			return r.send(ctx, reqs)
+		}, BatchOptions[string]{Pause: func(took time.Duration) time.Duration { tooks = append(tooks, took); return took / 2 }})
+		var wg sync.WaitGroup
+		do := func(q string) { wg.Go(func() { _, err := b.Do(t.Context(), q); assert.NoError(t, err) }) }
+		start := time.Now()
+		do("first")
+		synctest.Wait()
+		do("a")
+		synctest.Wait()
+		time.Sleep(12 * time.Millisecond) // the first batch ended at 10ms; "a" waits until 15ms
+		do("b")
+		wg.Wait()
+		require.Equal(t, []int{1, 2}, r.sizes())
+		require.Equal(t, 25*time.Millisecond, time.Since(start))
+		require.Equal(t, []time.Duration{10 * time.Millisecond}, tooks) // no pause with nothing queued
+	})
+}

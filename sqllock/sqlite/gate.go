@@ -26,9 +26,6 @@ type gate struct {
 	refs  int // Lockers using it; guarded by gatesMu
 	batch *driver.Batcher[*op, error]
 	wg    sync.WaitGroup // the Batcher's goroutines
-
-	mu   sync.Mutex
-	next time.Time // the next transaction begins no earlier (see pause)
 }
 
 // An op is one caller's statements in a transaction.
@@ -43,7 +40,7 @@ type op struct {
 // newGate returns the gate of db.
 func newGate(db *sql.DB) *gate {
 	g := &gate{db: db}
-	g.batch = driver.NewBatcher(g.commit, driver.BatchOptions[*op]{Go: g.wg.Go})
+	g.batch = driver.NewBatcher(g.commit, driver.BatchOptions[*op]{Go: g.wg.Go, Pause: pause})
 	return g
 }
 
@@ -115,7 +112,15 @@ func (g *gate) do(ctx context.Context, run func(ctx context.Context, c *sql.Conn
 	return berr
 }
 
-// maxPause bounds the pause between batches.
+// pause is how long the callers queued when a transaction that held the file's
+// write lock for took ends wait for the next one: took, at most maxPause, so that
+// under a steady load the file is free at least half the time. Other processes
+// wait for the lock in SQLite's busy handler, which only looks now and then, and a
+// process that took the lock again at once would starve them. The callers that
+// come meanwhile join the next transaction.
+func pause(took time.Duration) time.Duration { return min(took, maxPause) }
+
+// maxPause bounds the pause between transactions.
 const maxPause = 5 * time.Millisecond
 
 // begin marks o as started, or reports false when its caller has given up.
@@ -126,52 +131,12 @@ func (o *op) begin() bool {
 	return o.started
 }
 
-// pause waits, before a transaction, until the pause after the last one has
-// passed. When callers queued while a transaction held the file's write lock for
-// d, the next one waits until d has passed (at most maxPause), so that under a
-// steady load the file is free at least half the time: other processes wait for
-// the lock in SQLite's busy handler, which only looks now and then, and a process
-// that took the lock again at once would starve them. The callers that come
-// meanwhile join the next transaction.
-func (g *gate) pause(ctx context.Context) error {
-	g.mu.Lock()
-	wait := time.Until(g.next)
-	g.mu.Unlock()
-	if wait <= 0 {
-		return nil
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // commit runs ops in one transaction and commits it, returning each op's error.
 // An op whose statement failed gets its error (SQLite rolled that statement back)
 // and the ops after it errNotRun, and so does an op whose caller gave up before it
 // ran; the error of BEGIN or COMMIT (nothing committed) is returned for all of
 // them.
 func (g *gate) commit(ctx context.Context, ops []*op) ([]error, error) {
-	if err := g.pause(ctx); err != nil {
-		return nil, errors.Join(errNotRun, err)
-	}
-	start := time.Now()
-	errs, err := g.transaction(ctx, ops)
-	end := time.Now()
-	if g.batch.Queued() > 0 { // back to back: pause
-		g.mu.Lock()
-		g.next = end.Add(min(end.Sub(start), maxPause))
-		g.mu.Unlock()
-	}
-	return errs, err
-}
-
-// transaction runs ops in one transaction (see commit).
-func (g *gate) transaction(ctx context.Context, ops []*op) ([]error, error) {
 	c, err := g.db.Conn(ctx)
 	if err != nil {
 		return nil, errors.Join(errNotRun, err)
