@@ -22,9 +22,8 @@ import (
 // bounds the lease then. It returns an error wrapping ErrNotHeld when the key is
 // gone, was taken by another acquisition, or its lease expired, and when the
 // reply of its refresh or move came at or after the Lease's Expires (a move is not
-// tried then, and one answered that late is undone, freeing the key): a Wait may
-// revoke a lease that the leader held expired (see Failover in the package doc),
-// so a late refresh or move does not count.
+// tried then, and one answered that late is undone, freeing the key): Renew never
+// revives a lease whose holder was told it ended.
 //
 // It first reads the key, linearizably: a member cut off from the quorum cannot
 // answer, so a holder whose client reaches only such a member cannot renew. A
@@ -60,7 +59,7 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	if err := ctx.Err(); err != nil {
 		return lease, err
 	}
-	k := l.EtcdKey(lease.Key)
+	k := l.etcdKey(lease.Key)
 	secs := leaseSecs(ttl)
 	if next, done, err := l.renewHeld(ctx, k, lease, ttl, start); done {
 		return next, err
@@ -151,6 +150,10 @@ func (l *Locker) renewHeld(ctx context.Context, k string, lease distlock.Lease, 
 func (l *Locker) read(ctx context.Context, k string, lease distlock.Lease) (*mvccpb.KeyValue, error) {
 	var get *clientv3.GetResponse
 	err := l.call(ctx, func(ctx context.Context) (err error) {
+		if off["batch"] {
+			get, err = l.client.Get(ctx, k)
+			return err
+		}
 		get, err = l.batchGet(ctx, k)
 		return err
 	})
@@ -183,15 +186,10 @@ func (l *Locker) refresh(ctx context.Context, id clientv3.LeaseID) (time.Duratio
 	return time.Duration(ttl) * time.Second, nil
 }
 
-// refreshedInTime returns nil when a refresh of a lease whose known expiry is
-// bound, whose reply just came, came in time; else an error wrapping ErrNotHeld.
-// A refresh counts only when its reply came before the lease's known expiry: the
-// leader cannot have held the lease expired before the reply came (it would have
-// refused the refresh), so a Wait's chase that saw the lease expired at the
-// leader knows that no holder's Expires on it passes that moment, even if a new
-// leader revived the lease before the chase's revocation applied (see Failover in
-// the package doc). The reply that came too late cannot be told from one that a
-// revived lease gave.
+// refreshedInTime returns nil when the reply of a refresh of a lease whose
+// holder was told it ends at bound, which just came, came before bound; else an
+// error wrapping ErrNotHeld: a refresh or move answered at or after bound does
+// not count (Renew never revives a lease).
 func refreshedInTime(bound time.Time) error {
 	if now := time.Now(); !now.Before(bound) {
 		return fmt.Errorf("the lease's refresh was answered %v after its Expires, too late to count: %w", now.Sub(bound), distlock.ErrNotHeld)
@@ -213,10 +211,7 @@ func renewed(lease distlock.Lease, start time.Time, ttl time.Duration) (distlock
 // revision (the Fence) and token, then revokes the old lease.
 //
 // A move counts only as a refresh does (see refreshedInTime): when its reply
-// comes before the Lease's Expires. A key still on its old lease after that
-// Expires may be on a lease that the leader held expired, which a Wait may be
-// revoking (or a new leader revived): moving it would give the holder time on a
-// lease that a waiter saw expire. So a move is not even tried once Expires has
+// comes before the Lease's Expires. So a move is not even tried once Expires has
 // passed, and one answered after it is undone: the new lease is revoked, which
 // frees the key (no one holds it: Renew says ErrNotHeld).
 func (l *Locker) move(ctx context.Context, lease distlock.Lease, kv *mvccpb.KeyValue, start time.Time, ttl time.Duration) (distlock.Lease, error) {

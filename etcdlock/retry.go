@@ -78,6 +78,9 @@ func (l *Locker) call(ctx context.Context, op func(ctx context.Context) error) e
 // and the server learns of that end as it would of a deadline's, when gRPC
 // cancels the request; the etcd server bounds its requests itself.
 func (l *Locker) attempt(ctx context.Context) (context.Context, context.CancelFunc) {
+	if off["deadline"] {
+		return context.WithTimeout(ctx, l.o.RequestTimeout)
+	}
 	d, hasDeadline := ctx.Deadline()
 	if hasDeadline {
 		if !time.Now().Add(l.o.RequestTimeout).Before(d) {
@@ -129,7 +132,7 @@ var leaderMD = metadata.Pairs(rpctypes.MetadataRequireLeaderKey, rpctypes.Metada
 // requireLeader is clientv3.WithRequireLeader(ctx), with two allocations less when
 // ctx has no outgoing metadata (the usual case).
 func requireLeader(ctx context.Context) context.Context {
-	if _, ok := metadata.FromOutgoingContext(ctx); ok {
+	if _, ok := metadata.FromOutgoingContext(ctx); ok || off["md"] {
 		return clientv3.WithRequireLeader(ctx)
 	}
 	return metadata.NewOutgoingContext(ctx, leaderMD)

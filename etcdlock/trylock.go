@@ -21,7 +21,7 @@ import (
 // one of those whole seconds, else a new grant. A spare that would give the Lease
 // less than ttl minus a tenth of ttl (at most a second) is refreshed first (a
 // refresh answered after the spare's expiry does not count: TryLock then grants
-// a lease; see Failover in the package doc). The
+// a lease). The
 // Lease's Expires is the call's start plus ttl, or the lease's expiry (the time
 // taken before the request that last set its TTL, plus that TTL) if that comes
 // first. It returns an error wrapping ErrLocked when another lease holds the key;
@@ -112,7 +112,10 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 				if kv != nil {
 					held, owner := parseValue(kv.Value)
 					holder = fmt.Sprintf("by owner %s, fence %d", driver.QuoteKey(owner), kv.CreateRevision)
-					l.see(key, sighting{rev: resp.Header.Revision, lease: kv.Lease, secs: held, at: start})
+					if kv.Lease == 0 {
+						held = 0
+					}
+					l.see(key, sighting{rev: resp.Header.Revision, secs: held, at: start})
 				}
 				return distlock.Lease{}, fmt.Errorf("held %s: %w", holder, distlock.ErrLocked)
 			}

@@ -31,7 +31,7 @@ type directKV struct {
 // or nil when its KV is not clientv3's own or it has no connection.
 func newDirectKV(client *clientv3.Client, callOpts []grpc.CallOption) *directKV {
 	conn := client.ActiveConnection()
-	if conn == nil || client.KV == nil || reflect.TypeOf(client.KV) != kvType {
+	if off["direct"] || conn == nil || client.KV == nil || reflect.TypeOf(client.KV) != kvType {
 		return nil
 	}
 	return &directKV{kv: pb.NewKVClient(conn), callOpts: callOpts}
