@@ -87,13 +87,11 @@
 // to 100 Gets (at most 4 in flight), which etcd serves as one linearizable read
 // sent after each of their refreshes, so a Renew is still granted only on the
 // quorum's word. The refreshes of a Locker share up to 16 LeaseKeepAlive streams,
-// each request sent as soon as it comes (pipelined) and answered in order, instead
-// of a stream per refresh (KeepAliveOnce): a stream per refresh cost a goroutine
-// and several KiB on the client for each refresh in flight. etcd serves the
-// keepalives of one stream one at a time: an earlier version that sent
-// refreshes 100 to a stream was much slower (measured in W5: 330 renewals/s
-// instead of 2,000 to 5,000, at load 10-13). A client whose Lease is not
-// clientv3's own keeps KeepAliveOnce.
+// each request sent as soon as it comes (pipelined) and answered in order, with
+// at most 8 waiting on a stream before another opens (etcd serves the keepalives
+// of one stream one at a time), instead of a stream, a goroutine and several KiB
+// per refresh in flight (KeepAliveOnce). A client whose Lease is not clientv3's
+// own keeps KeepAliveOnce.
 // Unlock: one (Txn); a lease that it does not keep is revoked in the background.
 // Wait: a watch, which the Waits of a Locker on one
 // key share and which stays for 2s after the last of them, and a Range unless a
@@ -160,11 +158,10 @@
 // connection, a proposal that a member forwarded to a leader that died and then
 // timed out) is tried again, until the call's context ends or five request
 // timeouts have passed; clientv3's balancer sends each attempt to its next
-// endpoint. So when a member dies, a call moves on to a live one: measured on a
-// 3-member cluster, an Unlock with the leader killed or paused takes at most two
-// request timeouts (one on a follower whose proposal went to the dead leader, one
-// on the dead member), where it used to fail or wait until its context ended while
-// the key stayed held. Every request is safe to repeat: a TryLock recognizes the
+// endpoint. So when a member dies, a call moves on to a live one: on a 3-member
+// cluster, an Unlock with the leader killed or paused takes at most two request
+// timeouts (one on a follower whose proposal went to the dead leader, one on the
+// dead member). Every request is safe to repeat: a TryLock recognizes the
 // key that its earlier attempt created by its token, a Renew the key that its
 // earlier attempt moved, and an Unlock that finds the key gone after an attempt
 // whose reply was lost says ErrNotHeld. A member that falls silent without closing

@@ -219,14 +219,9 @@ func (l *Locker) move(ctx context.Context, lease distlock.Lease, kv *mvccpb.KeyV
 		return distlock.Lease{}, fmt.Errorf("the lease's Expires passed %v before its move to a lease of ttl %v: %w", now.Sub(lease.Expires), ttl, distlock.ErrNotHeld)
 	}
 	k, old, secs := string(kv.Key), clientv3.LeaseID(kv.Lease), leaseSecs(ttl)
-	at := time.Now()
-	var grant *clientv3.LeaseGrantResponse
-	err := l.call(ctx, func(ctx context.Context) (err error) {
-		grant, err = l.client.Grant(ctx, secs)
-		return err
-	})
+	grant, err := l.grant(ctx, secs)
 	if err != nil {
-		return distlock.Lease{}, fmt.Errorf("grant a lease of %ds: %w", secs, err)
+		return distlock.Lease{}, err
 	}
 	value := valueFrom(kv.Value, secs)
 	// Safe to repeat: an attempt after one that moved the key finds it on the new
@@ -237,7 +232,7 @@ func (l *Locker) move(ctx context.Context, lease distlock.Lease, kv *mvccpb.KeyV
 			If(clientv3.Compare(clientv3.CreateRevision(k), "=", kv.CreateRevision),
 				clientv3.Compare(clientv3.Value(k), "=", string(kv.Value)),
 				clientv3.Compare(clientv3.LeaseValue(k), "=", old)).
-			Then(clientv3.OpPut(k, value, clientv3.WithLease(grant.ID))).
+			Then(clientv3.OpPut(k, value, clientv3.WithLease(grant.id))).
 			Else(clientv3.OpGet(k)).
 			Commit()
 		return err
@@ -252,8 +247,8 @@ func (l *Locker) move(ctx context.Context, lease distlock.Lease, kv *mvccpb.KeyV
 	}
 	rev := resp.Header.Revision // the put's
 	if !resp.Succeeded {
-		if !movedTo(resp, kv.CreateRevision, value, grant.ID) {
-			l.revoke(ctx, grant.ID)
+		if !movedTo(resp, kv.CreateRevision, value, grant.id) {
+			l.revoke(ctx, grant.id)
 			return distlock.Lease{}, fmt.Errorf("the key changed or its lease expired: %w", distlock.ErrNotHeld)
 		}
 		rev = resp.Responses[0].GetResponseRange().Kvs[0].ModRevision
@@ -261,10 +256,11 @@ func (l *Locker) move(ctx context.Context, lease distlock.Lease, kv *mvccpb.KeyV
 	if err := refreshedInTime(lease.Expires); err != nil {
 		l.forget(lostKey{lease.Key, lease.Fence})
 		l.revokeLater(old)      // it holds no key now
-		l.revoke(ctx, grant.ID) // frees the key: it is on this lease now
+		l.revoke(ctx, grant.id) // frees the key: it is on this lease now
 		return distlock.Lease{}, err
 	}
-	l.hold(lostKey{lease.Key, lease.Fence}, leaseInfo{id: grant.ID, secs: secs, ttl: time.Duration(grant.TTL) * time.Second, at: at, token: lease.Token, rev: rev})
+	grant.token, grant.rev = lease.Token, rev
+	l.hold(lostKey{lease.Key, lease.Fence}, grant)
 	l.revoke(ctx, old) // it holds no key now
 	lease.Expires = start.Add(ttl)
 	return renewed(lease, start, ttl)
