@@ -150,11 +150,7 @@
 //
 // Each request is bounded by Options.RequestTimeout and requires a leader
 // (clientv3.WithRequireLeader: a member that knows it has none refuses at once).
-// The bound is a timer that cancels the attempt: requests carry no deadline, the
-// timeout's or the caller's (a grpc-timeout header changes on every request, and
-// costs both ends HPACK entries and the server a timer), and the caller's context
-// still cancels them when it ends. An
-// attempt that times out or fails with Unavailable (no leader, a broken
+// An attempt that times out or fails with Unavailable (no leader, a broken
 // connection, a proposal that a member forwarded to a leader that died and then
 // timed out) is tried again, until the call's context ends or five request
 // timeouts have passed; clientv3's balancer sends each attempt to its next
