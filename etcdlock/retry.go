@@ -10,7 +10,6 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -42,7 +41,7 @@ func (l *Locker) call(ctx context.Context, op func(ctx context.Context) error) e
 	pause := retryFirst
 	giveUp := time.Now().Add(retryAttempts * l.o.RequestTimeout)
 	for {
-		actx, cancel := l.attempt(requireLeader(ctx))
+		actx, cancel := l.attempt(clientv3.WithRequireLeader(ctx))
 		err := attemptErr(ctx, actx, op(actx))
 		cancel()
 		if err == nil || ctx.Err() != nil || !retryable(err) || time.Now().After(giveUp) {
@@ -92,19 +91,6 @@ func isContextErr(err error) bool {
 		return true
 	}
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-}
-
-// leaderMD is clientv3.WithRequireLeader's metadata, built once: grpc and clientv3
-// only read (or copy) the metadata of a request's context.
-var leaderMD = metadata.Pairs(rpctypes.MetadataRequireLeaderKey, rpctypes.MetadataHasLeader)
-
-// requireLeader is clientv3.WithRequireLeader(ctx), with two allocations less when
-// ctx has no outgoing metadata (the usual case).
-func requireLeader(ctx context.Context) context.Context {
-	if _, ok := metadata.FromOutgoingContext(ctx); ok || off["md"] {
-		return clientv3.WithRequireLeader(ctx)
-	}
-	return metadata.NewOutgoingContext(ctx, leaderMD)
 }
 
 // retryable reports whether err, from an attempt whose caller's context still
