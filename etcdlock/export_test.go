@@ -31,13 +31,3 @@ func (l *Locker) Waiting(key string) int { return l.waiters.Len(key) }
 
 // EtcdKey returns the etcd key that holds key's lock.
 func (l *Locker) EtcdKey(key string) string { return l.etcdKey(key) }
-
-// SetDisabled turns off the named speed mechanisms (switches.go) for the
-// Lockers made after it; none: all on.
-func SetDisabled(names ...string) {
-	m := map[string]bool{}
-	for _, n := range names {
-		m[n] = true
-	}
-	off = m
-}

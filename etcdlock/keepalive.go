@@ -84,7 +84,7 @@ var leaseType = reflect.TypeOf(clientv3.NewLeaseFromLeaseClient(nil, nil, 0))
 // sharesKeepAlives reports whether the client's refreshes can go on the Locker's
 // streams.
 func sharesKeepAlives(client *clientv3.Client) bool {
-	return !off["ka"] && client.ActiveConnection() != nil && client.Lease != nil && reflect.TypeOf(client.Lease) == leaseType
+	return client.ActiveConnection() != nil && client.Lease != nil && reflect.TypeOf(client.Lease) == leaseType
 }
 
 // keepAlive refreshes the etcd lease id once and returns the TTL the server

@@ -112,7 +112,7 @@ func (l *Locker) keepSpare(sp leaseInfo, now time.Time) bool {
 	if p.n >= maxSpares {
 		p.dropExpired(now)
 	}
-	if off["spares"] || l.shut || sp.unsure || p.n >= maxSpares || !now.Before(sp.expiry()) {
+	if l.shut || sp.unsure || p.n >= maxSpares || !now.Before(sp.expiry()) {
 		return false
 	}
 	p.spares[sp.secs] = append(p.spares[sp.secs], sp)
@@ -188,7 +188,7 @@ func (l *Locker) heldOf(lk lostKey) (leaseInfo, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	h, ok := l.pool.held[lk]
-	return h, ok && !off["held"]
+	return h, ok
 }
 
 // forget drops what the Locker recorded of the acquisition lk's lease.

@@ -150,10 +150,6 @@ func (l *Locker) renewHeld(ctx context.Context, k string, lease distlock.Lease, 
 func (l *Locker) read(ctx context.Context, k string, lease distlock.Lease) (*mvccpb.KeyValue, error) {
 	var get *clientv3.GetResponse
 	err := l.call(ctx, func(ctx context.Context) (err error) {
-		if off["batch"] {
-			get, err = l.client.Get(ctx, k)
-			return err
-		}
 		get, err = l.batchGet(ctx, k)
 		return err
 	})
