@@ -25,12 +25,14 @@ import (
 // tried then, and one answered that late is undone, freeing the key): Renew never
 // revives a lease whose holder was told it ended.
 //
-// It first reads the key, linearizably: a member cut off from the quorum cannot
-// answer, so a holder whose client reaches only such a member cannot renew. A
-// refresh cannot be made conditional on the key (etcd's transactions have no lease
-// operations), so Renew reads the key again after it: the key of an Unlock that
-// ran in between, whose revocation failed, leaves the lease refreshed but holding
-// nothing, and Renew says ErrNotHeld instead of success.
+// A refresh cannot be made conditional on the key (etcd's transactions have no
+// lease operations), so Renew reads the key after it, linearizably: a member cut
+// off from the quorum cannot answer, so a holder whose client reaches only such a
+// member cannot renew, and the key of an Unlock that ran in between, whose
+// revocation failed, leaves the lease refreshed but holding nothing, and Renew
+// says ErrNotHeld instead of success. It reads the key before the refresh too,
+// to learn its etcd lease, unless this Locker recorded that lease with the
+// acquisition.
 func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
 	start := time.Now()
 	cctx, id, err := l.begin(ctx)
@@ -59,24 +61,38 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	if err := ctx.Err(); err != nil {
 		return lease, err
 	}
-	k := l.etcdKey(lease.Key)
-	secs := leaseSecs(ttl)
-	if next, done, err := l.renewHeld(ctx, k, lease, ttl, start); done {
-		return next, err
-	}
-	kv, err := l.read(ctx, k, lease)
-	if err != nil {
-		return lease, err
+	k, lk, secs := l.etcdKey(lease.Key), lostKey{lease.Key, lease.Fence}, leaseSecs(ttl)
+	// The etcd lease to refresh: the one this Locker recorded for the
+	// acquisition, refreshed before any read (two round trips), or else the one
+	// that a read of the key (kv) shows.
+	var kv *mvccpb.KeyValue
+	id, recorded := l.recordedLease(lk, lease.Token, secs)
+	if !recorded {
+		var err error
+		if kv, err = l.read(ctx, k, lease); err != nil {
+			return lease, err
+		}
 	}
 	for range maxRefreshes {
-		// The value records the seconds the key's lease was granted with (the
-		// server may have raised them, never lowered).
-		if held, _ := parseValue(kv.Value); secs > held {
-			return l.move(ctx, lease, kv, start, ttl)
+		if kv != nil {
+			// The value records the seconds the key's lease was granted with (the
+			// server may have raised them, never lowered).
+			if held, _ := parseValue(kv.Value); secs > held {
+				return l.move(ctx, lease, kv, start, ttl)
+			}
+			id = clientv3.LeaseID(kv.Lease)
 		}
-		id := clientv3.LeaseID(kv.Lease)
 		at := time.Now()
-		granted, err := l.refresh(ctx, id)
+		granted, err := l.refresh(ctx, id, kv != nil)
+		if err != nil && kv == nil && ctx.Err() == nil {
+			// The recorded lease is gone (another Locker moved the key), or its
+			// one attempt failed: read the key, so that a key that is not held
+			// gives ErrNotHeld, and go on with the lease that holds it.
+			if kv, err = l.read(ctx, k, lease); err != nil {
+				return lease, err
+			}
+			continue
+		}
 		if err != nil {
 			return lease, err
 		}
@@ -89,7 +105,7 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 			return lease, err
 		}
 		if clientv3.LeaseID(kv.Lease) == id {
-			l.refreshed(lostKey{lease.Key, lease.Fence}, id, granted, at)
+			l.refreshed(lk, id, granted, at)
 			lease.Expires = start.Add(min(ttl, granted))
 			return renewed(lease, start, ttl)
 		}
@@ -97,52 +113,15 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	return lease, fmt.Errorf("the key moved to another etcd lease during each of %d refreshes (concurrent Renews of one Lease?)", maxRefreshes)
 }
 
-// renewHeld is Renew of an acquisition that this Locker recorded, whose etcd
-// lease is known and long enough for ttl: it refreshes that lease first and reads
-// the key after, two round trips instead of three. It reports !done when the read
-// shows the key held by lease on another etcd lease (another Locker renewed it),
-// or the refresh fails (the recorded lease is gone, or the keepalive stream
-// broke): Renew then goes on as for a Lease it did not record.
-func (l *Locker) renewHeld(ctx context.Context, k string, lease distlock.Lease, ttl time.Duration, start time.Time) (distlock.Lease, bool, error) {
-	lk := lostKey{lease.Key, lease.Fence}
+// recordedLease returns the etcd lease that this Locker recorded for the
+// acquisition lk of token, if its whole seconds are at least secs (the key's
+// value records them: TryLock and move put the key on a lease of those seconds).
+func (l *Locker) recordedLease(lk lostKey, token string, secs int64) (clientv3.LeaseID, bool) {
 	h, ok := l.heldOf(lk)
-	if !ok || h.token != lease.Token {
-		return lease, false, nil
+	if !ok || h.token != token || secs > h.secs {
+		return 0, false
 	}
-	// The key's value records h.secs: TryLock and move put it on a lease of
-	// those whole seconds.
-	if leaseSecs(ttl) > h.secs {
-		return lease, false, nil
-	}
-	at := time.Now()
-	// One attempt: the general path below retries.
-	actx, cancel := l.attempt(ctx)
-	secs, err := l.keepAlive(actx, h.id)
-	err = attemptErr(ctx, actx, err)
-	cancel()
-	granted := time.Duration(secs) * time.Second
-	if err != nil {
-		// The lease is gone, or the refresh failed: read the key first, as for
-		// a Lease this Locker did not record, so that a key that is not held
-		// gives ErrNotHeld whatever happens to the keepalives.
-		return lease, ctx.Err() != nil, err
-	}
-	if err := refreshedInTime(lease.Expires); err != nil {
-		return lease, true, err
-	}
-	// Confirm that the refreshed lease held the key after the refresh: then the
-	// server holds the key for that lease's TTL from the refresh on.
-	kv, err := l.read(ctx, k, lease)
-	if err != nil {
-		return lease, true, err
-	}
-	if clientv3.LeaseID(kv.Lease) != h.id {
-		return lease, false, nil
-	}
-	l.refreshed(lk, h.id, granted, at)
-	lease.Expires = start.Add(min(ttl, granted))
-	next, err := renewed(lease, start, ttl)
-	return next, true, err
+	return h.id, true
 }
 
 // read reads the lock key k of lease, linearizably (batched with other reads), and returns it, or an error
@@ -165,14 +144,20 @@ func (l *Locker) read(ctx context.Context, k string, lease distlock.Lease) (*mvc
 	return get.Kvs[0], nil
 }
 
-// refresh refreshes the etcd lease id (KeepAliveOnce) and returns its TTL, which
-// runs from the refresh on.
-func (l *Locker) refresh(ctx context.Context, id clientv3.LeaseID) (time.Duration, error) {
+// refresh refreshes the etcd lease id (a keepalive) and returns its TTL, which
+// runs from the refresh on: with the retries of call, or in one attempt.
+func (l *Locker) refresh(ctx context.Context, id clientv3.LeaseID, retry bool) (time.Duration, error) {
 	var ttl int64
-	err := l.call(ctx, func(ctx context.Context) (err error) {
+	op := func(ctx context.Context) (err error) {
 		ttl, err = l.keepAlive(ctx, id)
 		return err
-	})
+	}
+	var err error
+	if retry {
+		err = l.call(ctx, op)
+	} else {
+		err = l.once(ctx, op)
+	}
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return 0, fmt.Errorf("the lease expired: %w", distlock.ErrNotHeld)
 	}

@@ -41,9 +41,7 @@ func (l *Locker) call(ctx context.Context, op func(ctx context.Context) error) e
 	pause := retryFirst
 	giveUp := time.Now().Add(retryAttempts * l.o.RequestTimeout)
 	for {
-		actx, cancel := l.attempt(clientv3.WithRequireLeader(ctx))
-		err := attemptErr(ctx, actx, op(actx))
-		cancel()
+		err := l.once(ctx, op)
 		if err == nil || ctx.Err() != nil || !retryable(err) || time.Now().After(giveUp) {
 			return err
 		}
@@ -56,6 +54,14 @@ func (l *Locker) call(ctx context.Context, op func(ctx context.Context) error) e
 		}
 		pause = min(2*pause, retryMax)
 	}
+}
+
+// once runs op in one attempt: bounded by the request timeout, requiring a
+// leader, its error as attemptErr tells it.
+func (l *Locker) once(ctx context.Context, op func(ctx context.Context) error) error {
+	actx, cancel := l.attempt(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	return attemptErr(ctx, actx, op(actx))
 }
 
 // attempt returns the context of one attempt of a request: ctx bounded by the

@@ -176,7 +176,7 @@ func (l *Locker) acquired(key, token string, resp *clientv3.TxnResponse, sp *lea
 // and records its new TTL.
 func (l *Locker) refreshSpare(ctx context.Context, sp *leaseInfo) error {
 	at := time.Now()
-	ttl, err := l.refresh(ctx, sp.id)
+	ttl, err := l.refresh(ctx, sp.id, true)
 	if err != nil {
 		return err
 	}
