@@ -11,9 +11,7 @@ import (
 
 // Bounds of the allocations of a client's calls (gRPC's and clientv3's
 // included), generous against the counts of this version (TryLock+Unlock about
-// 260, Renew of a held lease about 185) and below those of the version before
-// (305: clientv3.KV's transaction builders; 268: a LeaseKeepAlive stream per
-// refresh). concurrency.Mutex's TryLock+Unlock makes about 270.
+// 270, Renew of a held lease about 205).
 const (
 	maxPairAllocs  = 285
 	maxRenewAllocs = 230

@@ -86,7 +86,7 @@ func (l *Locker) flushReads() {
 func (l *Locker) sendReads(batch []*batchRead) {
 	ctx, cancel := l.background()
 	defer cancel()
-	ctx, cancelT := context.WithTimeout(requireLeader(ctx), l.o.RequestTimeout)
+	ctx, cancelT := context.WithTimeout(clientv3.WithRequireLeader(ctx), l.o.RequestTimeout)
 	defer cancelT()
 	if len(batch) == 1 {
 		resp, err := l.client.Get(ctx, batch[0].key)

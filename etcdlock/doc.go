@@ -60,8 +60,7 @@
 // seconds for the lease, while Lease.Expires is the request's start plus the ttl
 // asked for, never more (a little less on a spare lease: see Lease pool). The key is freed at the latest when the lease expires:
 // the lease's TTL after its last refresh, plus up to half a second for the server's
-// expiry check, or about a tenth of a second when a Wait of an etcdlock Locker
-// waits for it (see Failover). A leader change extends every lease: the new leader refreshes
+// expiry check. A leader change extends every lease: the new leader refreshes
 // leases to their full TTL plus an election timeout.
 //
 // Renew never shortens what the server holds. With a ttl (in whole seconds) that is
@@ -88,21 +87,15 @@
 // to 100 Gets (at most 4 in flight), which etcd serves as one linearizable read
 // sent after each of their refreshes, so a Renew is still granted only on the
 // quorum's word. The refreshes of a Locker share up to 16 LeaseKeepAlive streams,
-// each request sent as soon as it comes (pipelined) and answered in order, instead
-// of a stream per refresh (KeepAliveOnce): a stream per refresh cost a goroutine
-// and several KiB on the client for each refresh in flight. etcd serves the
-// keepalives of one stream one at a time: an earlier version that sent
-// refreshes 100 to a stream was much slower (measured in W5: 330 renewals/s
-// instead of 2,000 to 5,000, at load 10-13). A client whose Lease is not
-// clientv3's own keeps KeepAliveOnce.
+// each request sent as soon as it comes (pipelined) and answered in order, with
+// at most 8 waiting on a stream before another opens (etcd serves the keepalives
+// of one stream one at a time), instead of a stream, a goroutine and several KiB
+// per refresh in flight (KeepAliveOnce). A client whose Lease is not clientv3's
+// own keeps KeepAliveOnce.
 // Unlock: one (Txn); a lease that it does not keep is revoked in the background.
 // Wait: a watch, which the Waits of a Locker on one
 // key share and which stays for 2s after the last of them, and a Range unless a
-// TryLock of the same Locker saw the key held since the watch started; while the
-// holder's lease nears its expiry, the Waits of a Locker on a key share the
-// LeaseTimeToLive probes of Failover (up to about a dozen when the holder is gone,
-// then a Range and a LeaseRevoke; about 1 a second while a live holder renews),
-// none when the key is handed on within half a second. Inspect: two
+// TryLock of the same Locker saw the key held since the watch started. Inspect: two
 // (Range, LeaseTimeToLive).
 //
 // # Waits
@@ -113,68 +106,6 @@
 // finding the key held. A release thus costs one TryLock per Locker whose callers
 // wait for the key, not one per caller: 1,000 callers of distlock.Lock on 4
 // Lockers send about 4 TryLocks per handoff (TestNoHerd).
-//
-// # Failover
-//
-// etcd's leader revokes expired leases only on a check that runs every 500ms, so
-// the key of a holder that vanished stays up to 500ms past its lease's expiry. A
-// Wait frees it sooner: while a Locker has Waits on a key held on an etcd lease of
-// 2s or more, it asks the leader for that lease's remaining time
-// (LeaseTimeToLive) as its expiry nears, and once it knows that the leader holds
-// the lease expired it reads the key and revokes the lease (chase.go). The rules,
-// each needed:
-//
-//   - LeaseTimeToLive reports the leader's remaining time truncated to whole
-//     seconds: 0 means anything from -1s to 1s, so a lone 0 (or a TTL <= 0) proves
-//     nothing. The lease has expired at the leader when a probe reports -1 or
-//     less, or when a chain of probes that each report 0 spans more than a
-//     second (the last one sent at least 1s after the first one's reply: the
-//     first's 0 put the expiry before then) with no link (from one probe's sending
-//     to the next one's reply) longer than the lease's TTL less 1s: a refresh
-//     after a probe would leave more than 1s at the next one, which would report
-//     1 or more. The probes of the chain and the read must be answered at one
-//     raft term, as their headers say, each probe by a member whose previous
-//     answer had that term already: its term did not change while it asked the
-//     leader of that term (or was that leader).
-//   - LeaseTimeToLive is not linearizable: a leader cut off from its peers
-//     answers from its own lessor until it steps down, although a new leader may
-//     hold the lease refreshed. So the revocation waits for a linearizable read
-//     of the key, answered at the same term after the last probe: it shows the
-//     key still on the lease, and that no leader of a later term existed when
-//     the probes were answered (the read's quorum confirmed the term after
-//     them), so the lessor that answered was the cluster's.
-//   - A leader that holds a lease expired refuses to refresh it (it waits for
-//     the revocation), but a new leader refreshes every lease that was not
-//     revoked yet (by its TTL plus an election timeout), and the chase's
-//     revocation may apply only after that, in the new term. So a holder counts
-//     a refresh only when its reply came before the lease's known expiry
-//     (Renew: the Lease's Expires, else it returns ErrNotHeld, also when it
-//     moves the key to a lease of a longer ttl, which it then undoes; TryLock:
-//     the spare's expiry, else it grants a new lease). That expiry is no later than
-//     the expiry at the leader of the probes' term: it counts from before the
-//     refresh was sent, by the ttl asked for, at most the lease's TTL (modulo
-//     the clocks' drift; see Safety assumptions), and what an earlier, stale
-//     leader refreshed, the next leader extended past (see Faults inside the
-//     cluster). So once the probes show the lease expired at time T, every
-//     refresh that counted was answered before T, and one answered after T, by
-//     that leader or a new one, comes too late to count: no acquisition on that
-//     lease (its key, or a later key on it as a spare) has an Expires past T or
-//     ever gets one, and revoking the lease then, in any term and more than
-//     once, frees only what no holder may still use.
-//
-// The cost, per Locker and key that Waits wait for: the first probe goes 2.5s
-// before the holder's lease would expire, counted from when the holder was seen;
-// up to about a dozen probes, a Range and a LeaseRevoke per vanished holder (they
-// bisect the lease's expiry with probes 2s ahead of it while they can, then step
-// towards it by 80ms, so that the chain's first probe comes soon after the
-// leader's TTL drops below 1s: 11 per failover in TestChaseFreesExpiredLease),
-// and about 1 probe a second while a live holder renews. The key is freed within
-// about 0.1s after the lease's expiry instead of up to 0.5s (measured: W3's worst
-// failover of 3 went from 1.164-1.166 to 1.008-1.011 of the 3s ttl). A lease of
-// 1s (the minimum TTL with an election timeout of at most 666ms) cannot be
-// chased: a 0 then cannot tell a refresh from none. With a client of several
-// endpoints the probes may go to members whose previous answers do not bracket
-// them yet, which costs a probe or two more.
 //
 // # Loss
 //
@@ -219,19 +150,14 @@
 //
 // Each request is bounded by Options.RequestTimeout and requires a leader
 // (clientv3.WithRequireLeader: a member that knows it has none refuses at once).
-// The bound is a timer that cancels the attempt: requests carry no deadline, the
-// timeout's or the caller's (a grpc-timeout header changes on every request, and
-// costs both ends HPACK entries and the server a timer), and the caller's context
-// still cancels them when it ends. An
-// attempt that times out or fails with Unavailable (no leader, a broken
+// An attempt that times out or fails with Unavailable (no leader, a broken
 // connection, a proposal that a member forwarded to a leader that died and then
 // timed out) is tried again, until the call's context ends or five request
 // timeouts have passed; clientv3's balancer sends each attempt to its next
-// endpoint. So when a member dies, a call moves on to a live one: measured on a
-// 3-member cluster, an Unlock with the leader killed or paused takes at most two
-// request timeouts (one on a follower whose proposal went to the dead leader, one
-// on the dead member), where it used to fail or wait until its context ended while
-// the key stayed held. Every request is safe to repeat: a TryLock recognizes the
+// endpoint. So when a member dies, a call moves on to a live one: on a 3-member
+// cluster, an Unlock with the leader killed or paused takes at most two request
+// timeouts (one on a follower whose proposal went to the dead leader, one on the
+// dead member). Every request is safe to repeat: a TryLock recognizes the
 // key that its earlier attempt created by its token, a Renew the key that its
 // earlier attempt moved, and an Unlock that finds the key gone after an attempt
 // whose reply was lost says ErrNotHeld. A member that falls silent without closing
@@ -282,17 +208,9 @@
 //     client's, and the two run at the same rate (drift of a few parts per
 //     million): a leader whose clock runs fast can free a key before the
 //     holder's Expires (etcdlock has no drift allowance, only the rounding of
-//     ttl up to whole seconds). A Wait's chase (see Failover) reads the
-//     leader's remaining time against the waiter's clock, with 5ms to spare
-//     over about 2s. Wall-clock steps do not matter. A holder that
+//     ttl up to whole seconds). Wall-clock steps do not matter. A holder that
 //     pauses (GC, a stopped VM) past its Expires must assume the lease lost; use
 //     the Fence.
-//   - Every Locker on the prefix runs an etcdlock that counts a refresh only when
-//     its reply came before the lease's known expiry (this version or later): a
-//     Wait revokes a holder's lease that the leader holds expired, which is safe
-//     only because its holder can no longer extend it (see Failover). An older
-//     etcdlock holder could renew a lease that a new leader revived after a
-//     Wait's probes saw it expired, and lose its key before its Expires.
 //   - Lease expiry: the server keeps a lease for at least its granted TTL after
 //     its grant or last refresh (a new leader extends every lease, never
 //     shortens one): a server that expired leases early would free keys before

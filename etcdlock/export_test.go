@@ -29,8 +29,5 @@ func (l *Locker) WatchStarted(key string) bool {
 // woken yet.
 func (l *Locker) Waiting(key string) int { return l.waiters.Len(key) }
 
-// ChaseCounts returns how many LeaseTimeToLive probes the Locker's chases sent and
-// how many expired leases they revoked.
-func (l *Locker) ChaseCounts() (probes, revokes int64) {
-	return l.chaseProbes.Load(), l.chaseRevokes.Load()
-}
+// EtcdKey returns the etcd key that holds key's lock.
+func (l *Locker) EtcdKey(key string) string { return l.etcdKey(key) }

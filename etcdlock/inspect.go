@@ -34,7 +34,7 @@ func (l *Locker) inspect(ctx context.Context, key string, start time.Time) (dist
 	if err := ctx.Err(); err != nil {
 		return distlock.Holder{}, err
 	}
-	get, err := l.get(ctx, l.EtcdKey(key))
+	get, err := l.get(ctx, l.etcdKey(key))
 	if err != nil {
 		return distlock.Holder{}, err
 	}

@@ -162,7 +162,7 @@ func (l *Locker) kaSend(w *kaWait) *kaStream {
 	if free >= 0 && (s == nil || s.waiting() >= kaBusy) {
 		i := free
 		bctx, bcancel := l.background()
-		ctx, cancel := context.WithTimeout(requireLeader(bctx), kaRetire+2*l.o.RequestTimeout)
+		ctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(bctx), kaRetire+2*l.o.RequestTimeout)
 		s = &kaStream{ctx: ctx, cancel: func() { cancel(); bcancel() }, opened: now, wake: make(chan struct{}, 1), slot: i}
 		ka.streams[i] = s
 		l.spawn(func() { l.kaRun(s) })

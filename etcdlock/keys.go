@@ -13,8 +13,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// EtcdKey returns the etcd key that holds key's lock: the prefix and the encoded key.
-func (l *Locker) EtcdKey(key string) string {
+// etcdKey returns the etcd key that holds key's lock: the prefix and the encoded key.
+func (l *Locker) etcdKey(key string) string {
 	for i := 0; i < len(key); i++ {
 		if c := key[i]; c == '%' || c == '/' || c < 0x20 || c == 0x7f {
 			return l.o.Prefix + encodeKey(key)
@@ -23,7 +23,7 @@ func (l *Locker) EtcdKey(key string) string {
 	return l.o.Prefix + key // nothing to encode: one allocation
 }
 
-// etcdKeyBytes is EtcdKey(key) as a new []byte.
+// etcdKeyBytes is etcdKey(key) as a new []byte.
 func (l *Locker) etcdKeyBytes(key string) []byte {
 	for i := 0; i < len(key); i++ {
 		if c := key[i]; c == '%' || c == '/' || c < 0x20 || c == 0x7f {

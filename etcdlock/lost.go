@@ -45,7 +45,7 @@ func (l *Locker) Lost(lease distlock.Lease) <-chan struct{} {
 	if checkLease(lease) != nil {
 		return nil
 	}
-	k := l.EtcdKey(lease.Key)
+	k := l.etcdKey(lease.Key)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.shut {
@@ -70,7 +70,7 @@ func (l *Locker) AfterLost(lease distlock.Lease, f func()) (stop func() bool) {
 		go f()
 		return func() bool { return false }
 	}
-	k := l.EtcdKey(lease.Key)
+	k := l.etcdKey(lease.Key)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.shut {

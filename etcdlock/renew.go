@@ -22,16 +22,17 @@ import (
 // bounds the lease then. It returns an error wrapping ErrNotHeld when the key is
 // gone, was taken by another acquisition, or its lease expired, and when the
 // reply of its refresh or move came at or after the Lease's Expires (a move is not
-// tried then, and one answered that late is undone, freeing the key): a Wait may
-// revoke a lease that the leader held expired (see Failover in the package doc),
-// so a late refresh or move does not count.
+// tried then, and one answered that late is undone, freeing the key): Renew never
+// revives a lease whose holder was told it ended.
 //
-// It first reads the key, linearizably: a member cut off from the quorum cannot
-// answer, so a holder whose client reaches only such a member cannot renew. A
-// refresh cannot be made conditional on the key (etcd's transactions have no lease
-// operations), so Renew reads the key again after it: the key of an Unlock that
-// ran in between, whose revocation failed, leaves the lease refreshed but holding
-// nothing, and Renew says ErrNotHeld instead of success.
+// A refresh cannot be made conditional on the key (etcd's transactions have no
+// lease operations), so Renew reads the key after it, linearizably: a member cut
+// off from the quorum cannot answer, so a holder whose client reaches only such a
+// member cannot renew, and the key of an Unlock that ran in between, whose
+// revocation failed, leaves the lease refreshed but holding nothing, and Renew
+// says ErrNotHeld instead of success. It reads the key before the refresh too,
+// to learn its etcd lease, unless this Locker recorded that lease with the
+// acquisition.
 func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
 	start := time.Now()
 	cctx, id, err := l.begin(ctx)
@@ -60,24 +61,38 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	if err := ctx.Err(); err != nil {
 		return lease, err
 	}
-	k := l.EtcdKey(lease.Key)
-	secs := leaseSecs(ttl)
-	if next, done, err := l.renewHeld(ctx, k, lease, ttl, start); done {
-		return next, err
-	}
-	kv, err := l.read(ctx, k, lease)
-	if err != nil {
-		return lease, err
+	k, lk, secs := l.etcdKey(lease.Key), lostKey{lease.Key, lease.Fence}, leaseSecs(ttl)
+	// The etcd lease to refresh: the one this Locker recorded for the
+	// acquisition, refreshed before any read (two round trips), or else the one
+	// that a read of the key (kv) shows.
+	var kv *mvccpb.KeyValue
+	id, recorded := l.recordedLease(lk, lease.Token, secs)
+	if !recorded {
+		var err error
+		if kv, err = l.read(ctx, k, lease); err != nil {
+			return lease, err
+		}
 	}
 	for range maxRefreshes {
-		// The value records the seconds the key's lease was granted with (the
-		// server may have raised them, never lowered).
-		if held, _ := parseValue(kv.Value); secs > held {
-			return l.move(ctx, lease, kv, start, ttl)
+		if kv != nil {
+			// The value records the seconds the key's lease was granted with (the
+			// server may have raised them, never lowered).
+			if held, _ := parseValue(kv.Value); secs > held {
+				return l.move(ctx, lease, kv, start, ttl)
+			}
+			id = clientv3.LeaseID(kv.Lease)
 		}
-		id := clientv3.LeaseID(kv.Lease)
 		at := time.Now()
-		granted, err := l.refresh(ctx, id)
+		granted, err := l.refresh(ctx, id, kv != nil)
+		if err != nil && kv == nil && ctx.Err() == nil {
+			// The recorded lease is gone (another Locker moved the key), or its
+			// one attempt failed: read the key, so that a key that is not held
+			// gives ErrNotHeld, and go on with the lease that holds it.
+			if kv, err = l.read(ctx, k, lease); err != nil {
+				return lease, err
+			}
+			continue
+		}
 		if err != nil {
 			return lease, err
 		}
@@ -90,7 +105,7 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 			return lease, err
 		}
 		if clientv3.LeaseID(kv.Lease) == id {
-			l.refreshed(lostKey{lease.Key, lease.Fence}, id, granted, at)
+			l.refreshed(lk, id, granted, at)
 			lease.Expires = start.Add(min(ttl, granted))
 			return renewed(lease, start, ttl)
 		}
@@ -98,52 +113,15 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	return lease, fmt.Errorf("the key moved to another etcd lease during each of %d refreshes (concurrent Renews of one Lease?)", maxRefreshes)
 }
 
-// renewHeld is Renew of an acquisition that this Locker recorded, whose etcd
-// lease is known and long enough for ttl: it refreshes that lease first and reads
-// the key after, two round trips instead of three. It reports !done when the read
-// shows the key held by lease on another etcd lease (another Locker renewed it),
-// or the refresh fails (the recorded lease is gone, or the keepalive stream
-// broke): Renew then goes on as for a Lease it did not record.
-func (l *Locker) renewHeld(ctx context.Context, k string, lease distlock.Lease, ttl time.Duration, start time.Time) (distlock.Lease, bool, error) {
-	lk := lostKey{lease.Key, lease.Fence}
+// recordedLease returns the etcd lease that this Locker recorded for the
+// acquisition lk of token, if its whole seconds are at least secs (the key's
+// value records them: TryLock and move put the key on a lease of those seconds).
+func (l *Locker) recordedLease(lk lostKey, token string, secs int64) (clientv3.LeaseID, bool) {
 	h, ok := l.heldOf(lk)
-	if !ok || h.token != lease.Token {
-		return lease, false, nil
+	if !ok || h.token != token || secs > h.secs {
+		return 0, false
 	}
-	// The key's value records h.secs: TryLock and move put it on a lease of
-	// those whole seconds.
-	if leaseSecs(ttl) > h.secs {
-		return lease, false, nil
-	}
-	at := time.Now()
-	// One attempt: the general path below retries.
-	actx, cancel := l.attempt(ctx)
-	secs, err := l.keepAlive(actx, h.id)
-	err = attemptErr(ctx, actx, err)
-	cancel()
-	granted := time.Duration(secs) * time.Second
-	if err != nil {
-		// The lease is gone, or the refresh failed: read the key first, as for
-		// a Lease this Locker did not record, so that a key that is not held
-		// gives ErrNotHeld whatever happens to the keepalives.
-		return lease, ctx.Err() != nil, err
-	}
-	if err := refreshedInTime(lease.Expires); err != nil {
-		return lease, true, err
-	}
-	// Confirm that the refreshed lease held the key after the refresh: then the
-	// server holds the key for that lease's TTL from the refresh on.
-	kv, err := l.read(ctx, k, lease)
-	if err != nil {
-		return lease, true, err
-	}
-	if clientv3.LeaseID(kv.Lease) != h.id {
-		return lease, false, nil
-	}
-	l.refreshed(lk, h.id, granted, at)
-	lease.Expires = start.Add(min(ttl, granted))
-	next, err := renewed(lease, start, ttl)
-	return next, true, err
+	return h.id, true
 }
 
 // read reads the lock key k of lease, linearizably (batched with other reads), and returns it, or an error
@@ -166,14 +144,20 @@ func (l *Locker) read(ctx context.Context, k string, lease distlock.Lease) (*mvc
 	return get.Kvs[0], nil
 }
 
-// refresh refreshes the etcd lease id (KeepAliveOnce) and returns its TTL, which
-// runs from the refresh on.
-func (l *Locker) refresh(ctx context.Context, id clientv3.LeaseID) (time.Duration, error) {
+// refresh refreshes the etcd lease id (a keepalive) and returns its TTL, which
+// runs from the refresh on: with the retries of call, or in one attempt.
+func (l *Locker) refresh(ctx context.Context, id clientv3.LeaseID, retry bool) (time.Duration, error) {
 	var ttl int64
-	err := l.call(ctx, func(ctx context.Context) (err error) {
+	op := func(ctx context.Context) (err error) {
 		ttl, err = l.keepAlive(ctx, id)
 		return err
-	})
+	}
+	var err error
+	if retry {
+		err = l.call(ctx, op)
+	} else {
+		err = l.once(ctx, op)
+	}
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return 0, fmt.Errorf("the lease expired: %w", distlock.ErrNotHeld)
 	}
@@ -183,15 +167,10 @@ func (l *Locker) refresh(ctx context.Context, id clientv3.LeaseID) (time.Duratio
 	return time.Duration(ttl) * time.Second, nil
 }
 
-// refreshedInTime returns nil when a refresh of a lease whose known expiry is
-// bound, whose reply just came, came in time; else an error wrapping ErrNotHeld.
-// A refresh counts only when its reply came before the lease's known expiry: the
-// leader cannot have held the lease expired before the reply came (it would have
-// refused the refresh), so a Wait's chase that saw the lease expired at the
-// leader knows that no holder's Expires on it passes that moment, even if a new
-// leader revived the lease before the chase's revocation applied (see Failover in
-// the package doc). The reply that came too late cannot be told from one that a
-// revived lease gave.
+// refreshedInTime returns nil when the reply of a refresh of a lease whose
+// holder was told it ends at bound, which just came, came before bound; else an
+// error wrapping ErrNotHeld: a refresh or move answered at or after bound does
+// not count (Renew never revives a lease).
 func refreshedInTime(bound time.Time) error {
 	if now := time.Now(); !now.Before(bound) {
 		return fmt.Errorf("the lease's refresh was answered %v after its Expires, too late to count: %w", now.Sub(bound), distlock.ErrNotHeld)
@@ -213,10 +192,7 @@ func renewed(lease distlock.Lease, start time.Time, ttl time.Duration) (distlock
 // revision (the Fence) and token, then revokes the old lease.
 //
 // A move counts only as a refresh does (see refreshedInTime): when its reply
-// comes before the Lease's Expires. A key still on its old lease after that
-// Expires may be on a lease that the leader held expired, which a Wait may be
-// revoking (or a new leader revived): moving it would give the holder time on a
-// lease that a waiter saw expire. So a move is not even tried once Expires has
+// comes before the Lease's Expires. So a move is not even tried once Expires has
 // passed, and one answered after it is undone: the new lease is revoked, which
 // frees the key (no one holds it: Renew says ErrNotHeld).
 func (l *Locker) move(ctx context.Context, lease distlock.Lease, kv *mvccpb.KeyValue, start time.Time, ttl time.Duration) (distlock.Lease, error) {
@@ -224,14 +200,9 @@ func (l *Locker) move(ctx context.Context, lease distlock.Lease, kv *mvccpb.KeyV
 		return distlock.Lease{}, fmt.Errorf("the lease's Expires passed %v before its move to a lease of ttl %v: %w", now.Sub(lease.Expires), ttl, distlock.ErrNotHeld)
 	}
 	k, old, secs := string(kv.Key), clientv3.LeaseID(kv.Lease), leaseSecs(ttl)
-	at := time.Now()
-	var grant *clientv3.LeaseGrantResponse
-	err := l.call(ctx, func(ctx context.Context) (err error) {
-		grant, err = l.client.Grant(ctx, secs)
-		return err
-	})
+	grant, err := l.grant(ctx, secs)
 	if err != nil {
-		return distlock.Lease{}, fmt.Errorf("grant a lease of %ds: %w", secs, err)
+		return distlock.Lease{}, err
 	}
 	value := valueFrom(kv.Value, secs)
 	// Safe to repeat: an attempt after one that moved the key finds it on the new
@@ -242,7 +213,7 @@ func (l *Locker) move(ctx context.Context, lease distlock.Lease, kv *mvccpb.KeyV
 			If(clientv3.Compare(clientv3.CreateRevision(k), "=", kv.CreateRevision),
 				clientv3.Compare(clientv3.Value(k), "=", string(kv.Value)),
 				clientv3.Compare(clientv3.LeaseValue(k), "=", old)).
-			Then(clientv3.OpPut(k, value, clientv3.WithLease(grant.ID))).
+			Then(clientv3.OpPut(k, value, clientv3.WithLease(grant.id))).
 			Else(clientv3.OpGet(k)).
 			Commit()
 		return err
@@ -257,8 +228,8 @@ func (l *Locker) move(ctx context.Context, lease distlock.Lease, kv *mvccpb.KeyV
 	}
 	rev := resp.Header.Revision // the put's
 	if !resp.Succeeded {
-		if !movedTo(resp, kv.CreateRevision, value, grant.ID) {
-			l.revoke(ctx, grant.ID)
+		if !movedTo(resp, kv.CreateRevision, value, grant.id) {
+			l.revoke(ctx, grant.id)
 			return distlock.Lease{}, fmt.Errorf("the key changed or its lease expired: %w", distlock.ErrNotHeld)
 		}
 		rev = resp.Responses[0].GetResponseRange().Kvs[0].ModRevision
@@ -266,10 +237,11 @@ func (l *Locker) move(ctx context.Context, lease distlock.Lease, kv *mvccpb.KeyV
 	if err := refreshedInTime(lease.Expires); err != nil {
 		l.forget(lostKey{lease.Key, lease.Fence})
 		l.revokeLater(old)      // it holds no key now
-		l.revoke(ctx, grant.ID) // frees the key: it is on this lease now
+		l.revoke(ctx, grant.id) // frees the key: it is on this lease now
 		return distlock.Lease{}, err
 	}
-	l.hold(lostKey{lease.Key, lease.Fence}, leaseInfo{id: grant.ID, secs: secs, ttl: time.Duration(grant.TTL) * time.Second, at: at, token: lease.Token, rev: rev})
+	grant.token, grant.rev = lease.Token, rev
+	l.hold(lostKey{lease.Key, lease.Fence}, grant)
 	l.revoke(ctx, old) // it holds no key now
 	lease.Expires = start.Add(ttl)
 	return renewed(lease, start, ttl)

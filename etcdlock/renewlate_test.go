@@ -8,6 +8,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/faultproxy"
 	"github.com/stretchr/testify/require"
 )
 
@@ -23,9 +24,8 @@ func sleepPast(t time.Time, d time.Duration) { time.Sleep(time.Until(t.Add(d))) 
 // TestRenewAfterExpires (issue 28, item 6a): a Renew that starts after the Lease's
 // Expires, while etcd still holds the key on the lease, returns ErrNotHeld on both
 // of its paths: a refresh of the key's lease (ttl not longer than the lease's TTL)
-// and a move of the key to a new lease (a longer ttl). A Wait's chase may have
-// revoked the lease as soon as the leader held it expired (see Failover in the
-// package doc): a holder must not gain time on it after its Expires.
+// and a move of the key to a new lease (a longer ttl): Renew never revives a
+// lease whose holder was told it ended.
 func TestRenewAfterExpires(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -90,4 +90,36 @@ func TestRenewMoveReplyAfterExpires(t *testing.T) {
 	other := newLocker(t, newClient(t, eps, nil), nil)
 	_, err = other.TryLock(ctxFor(t, 5*time.Second), key, time.Second)
 	require.NoError(t, err, "the key stayed held after the late move")
+}
+
+// TestRenewLateRefresh: a Renew whose refresh is answered after the Lease's
+// Expires returns ErrNotHeld, although the server still held the lease and
+// refreshed it: the holder was told the lease ended at Expires, and Renew never
+// revives a lease.
+func TestRenewLateRefresh(t *testing.T) {
+	t.Parallel()
+	p, err := faultproxy.New(etcdSrv.Addr(), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close() })
+	a := newLocker(t, newClient(t, []string{p.Addr()}, nil), nil)
+	key := "late-refresh-" + driver.NewToken()
+	// A ttl of 1.5s on a lease of 2s: the server still holds the lease when the
+	// refresh arrives, 100ms after the Lease's Expires.
+	const ttl = 1500 * time.Millisecond
+	la, err := a.TryLock(ctxFor(t, 5*time.Second), key, ttl)
+	require.NoError(t, err)
+	// The Renew starts 200ms before Expires: its own Expires would be 1.3s
+	// after the old one.
+	start := time.NewTimer(time.Until(la.Expires.Add(-200 * time.Millisecond)))
+	<-start.C
+	p.Stall()
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Renew(ctxFor(t, 5*time.Second), la, ttl)
+		done <- err
+	}()
+	heal := time.NewTimer(time.Until(la.Expires.Add(100 * time.Millisecond)))
+	<-heal.C
+	p.Heal()
+	require.ErrorIs(t, <-done, distlock.ErrNotHeld)
 }

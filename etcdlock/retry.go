@@ -10,7 +10,6 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -42,9 +41,7 @@ func (l *Locker) call(ctx context.Context, op func(ctx context.Context) error) e
 	pause := retryFirst
 	giveUp := time.Now().Add(retryAttempts * l.o.RequestTimeout)
 	for {
-		actx, cancel := l.attempt(requireLeader(ctx))
-		err := attemptErr(ctx, actx, op(actx))
-		cancel()
+		err := l.once(ctx, op)
 		if err == nil || ctx.Err() != nil || !retryable(err) || time.Now().After(giveUp) {
 			return err
 		}
@@ -59,56 +56,29 @@ func (l *Locker) call(ctx context.Context, op func(ctx context.Context) error) e
 	}
 }
 
-// attempt returns the context of one attempt of a request: ctx bounded by the
-// request timeout. When ctx ends no later than that already (Hold's renewals,
-// bounded by the lease's Expires), it is ctx itself: no timer (a stopped timer
-// stays in the runtime's timer heap for a while, and keeps its context alive
-// with the contexts and metadata it derives from), and the cancel func is a
-// no-op (an attempt is a unary call, a wait for a keepalive's answer on a shared
-// stream, or clientv3's KeepAliveOnce with its own cancel: nothing outlives op
-// that a cancel would end).
-//
-// The bound is a timer that cancels the attempt (with cause errAttemptTimeout),
-// not a deadline, and the attempt's context shows no deadline (noDeadline): gRPC
-// sends a context's deadline with each request, a grpc-timeout header whose
-// value changes with every request, so that each one adds an entry to the
-// connection's HPACK tables and pushes the others out, and the server decodes
-// it and arms a timer of its own (about 5% of the server's CPU time in a
-// TryLock+Unlock pair). The attempt still ends when ctx ends, with ctx's error,
-// and the server learns of that end as it would of a deadline's, when gRPC
-// cancels the request; the etcd server bounds its requests itself.
-func (l *Locker) attempt(ctx context.Context) (context.Context, context.CancelFunc) {
-	d, hasDeadline := ctx.Deadline()
-	if hasDeadline {
-		if !time.Now().Add(l.o.RequestTimeout).Before(d) {
-			return noDeadline{ctx}, noCancel
-		}
-		ctx = noDeadline{ctx}
-	}
-	actx, cancel := context.WithCancelCause(ctx)
-	t := time.AfterFunc(l.o.RequestTimeout, func() { cancel(errAttemptTimeout) })
-	return actx, func() {
-		t.Stop()
-		cancel(nil)
-	}
+// once runs op in one attempt: bounded by the request timeout, requiring a
+// leader, its error as attemptErr tells it.
+func (l *Locker) once(ctx context.Context, op func(ctx context.Context) error) error {
+	actx, cancel := l.attempt(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	return attemptErr(ctx, actx, op(actx))
 }
 
-// noDeadline is a context that hides the deadline of its parent, whose values,
-// Done channel and errors it has (so that a context derived from it is a child
-// of its parent's cancellation, without a goroutine).
-type noDeadline struct{ context.Context }
-
-func (noDeadline) Deadline() (time.Time, bool) { return time.Time{}, false }
+// attempt returns the context of one attempt of a request: ctx bounded by the
+// request timeout, which ends it with cause errAttemptTimeout.
+func (l *Locker) attempt(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, l.o.RequestTimeout, errAttemptTimeout)
+}
 
 // errAttemptTimeout ends an attempt that took longer than the request timeout.
 var errAttemptTimeout = fmt.Errorf("etcdlock: the attempt took longer than the request timeout: %w", context.DeadlineExceeded)
 
 // attemptErr is the error err of an attempt of a request (its context actx, from
-// attempt(ctx)) as its caller sees it: when the attempt was cancelled (gRPC and
-// clientv3 report context.Canceled), the cause: errAttemptTimeout when it timed
-// out, ctx's error when ctx ended.
+// attempt(ctx)) as its caller sees it: when the attempt's context ended (gRPC and
+// clientv3 report a context error or its status code), ctx's error when ctx
+// ended, else errAttemptTimeout.
 func attemptErr(ctx, actx context.Context, err error) error {
-	if err == nil || actx.Err() == nil || !errors.Is(err, context.Canceled) && status.Code(err) != codes.Canceled {
+	if err == nil || actx.Err() == nil || !isContextErr(err) {
 		return err
 	}
 	if cerr := ctx.Err(); cerr != nil {
@@ -120,19 +90,13 @@ func attemptErr(ctx, actx context.Context, err error) error {
 	return err
 }
 
-func noCancel() {}
-
-// leaderMD is clientv3.WithRequireLeader's metadata, built once: grpc and clientv3
-// only read (or copy) the metadata of a request's context.
-var leaderMD = metadata.Pairs(rpctypes.MetadataRequireLeaderKey, rpctypes.MetadataHasLeader)
-
-// requireLeader is clientv3.WithRequireLeader(ctx), with two allocations less when
-// ctx has no outgoing metadata (the usual case).
-func requireLeader(ctx context.Context) context.Context {
-	if _, ok := metadata.FromOutgoingContext(ctx); ok {
-		return clientv3.WithRequireLeader(ctx)
+// isContextErr reports whether err says that a request's context ended.
+func isContextErr(err error) bool {
+	switch status.Code(err) {
+	case codes.Canceled, codes.DeadlineExceeded:
+		return true
 	}
-	return metadata.NewOutgoingContext(ctx, leaderMD)
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // retryable reports whether err, from an attempt whose caller's context still

@@ -13,8 +13,7 @@ import (
 // The transactions of TryLock and Unlock, the calls of every TryLock+Unlock pair,
 // are built as etcd's request messages in one allocation each and sent on the
 // client's connection (pb.KVClient) instead of through clientv3.KV's builder
-// (clientv3.Compare, OpPut, Txn().If().Then(): about 15 allocations a
-// transaction). The request on the wire is the same, and so is the path through
+// (clientv3.Compare, OpPut, Txn().If().Then()). The request on the wire is the same, and so is the path through
 // the client's gRPC interceptors (its retries, its API version header) and call
 // options: clientv3.KV adds nothing else to a Txn. A client whose KV is not
 // clientv3's own (a namespace.KV, a leasing KV, a mock), or that has no

@@ -37,7 +37,7 @@ func (l *Locker) unlock(ctx context.Context, lease distlock.Lease) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	k, lk := l.EtcdKey(lease.Key), lostKey{lease.Key, lease.Fence}
+	k, lk := l.etcdKey(lease.Key), lostKey{lease.Key, lease.Fence}
 	// The recorded acquisition is the lease's only when the token is its (a forged
 	// or mistaken Lease can carry the key and fence of another).
 	if h, ok := l.heldOf(lk); ok && h.token == lease.Token {

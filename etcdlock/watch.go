@@ -8,6 +8,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/internal/waitq"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -30,7 +31,6 @@ type keyWatch struct {
 	refs    int           // Waits that use it
 	idle    *time.Timer   // closes it when it has had no Wait for watchIdle
 	done    chan struct{} // closed when its goroutine has returned
-	chasing bool          // a chase of the holder's lease runs (chase.go)
 }
 
 // watch returns the watch of key (the etcd key k), starting it if needed, and
@@ -135,11 +135,7 @@ func (l *Locker) runWatch(key string, kw *keyWatch, wch clientv3.WatchChan) {
 // Wait returns nil when key may be free: at once when it is not locked, else when a
 // deletion of the key (Unlock, or its lease expired) wakes it, or once the holder's
 // ttl (from when it was seen) plus a second has passed, whichever comes first. When
-// ctx ends first it returns errors.Join(ErrLocked, ctx.Err()). While it waits, its
-// Locker probes the holder's etcd lease as its expiry nears, and revokes it once
-// the leader holds it expired (see Failover in the package doc), so that the key
-// of a holder that vanished is freed about 0.1s after its lease's expiry instead
-// of up to 0.5s.
+// ctx ends first it returns errors.Join(ErrLocked, ctx.Err()).
 //
 // A deletion wakes one Wait of the Locker on the key, the one that waited longest;
 // the next one wakes when no TryLock of the key starts on the Locker within 20ms
@@ -174,89 +170,94 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 	if err := driver.ValidateKey(key, MaxKeyLen); err != nil {
 		return err
 	}
-	gaveUp := func() error {
-		return errors.Join(fmt.Errorf("wait: %w", distlock.ErrLocked), ctx.Err())
-	}
 	if ctx.Err() != nil {
-		return gaveUp()
+		return gaveUp(ctx)
 	}
-	k := l.EtcdKey(key)
+	k := l.etcdKey(key)
 	kw := l.watch(key, k)
 	if kw == nil {
 		return distlock.ErrClosed
 	}
 	defer l.unwatch(key, kw)
-	// In line before the snapshot below: a deletion after it wakes a Wait of the
+	// In line before the check below: a deletion after it wakes a Wait of the
 	// line, this one or one before it.
 	w := l.waiters.Join(key)
 	defer w.Leave()
-	failed := func(err error) error {
-		if ctx.Err() != nil {
-			return gaveUp()
-		}
-		return err
+	h, err := l.checkHeld(ctx, key, k, kw)
+	if err != nil {
+		return waitFailed(ctx, err)
 	}
-	// Until Wait knows the holder's ttl, the request timeout bounds it.
+	if !h.held {
+		return nil
+	}
+	return l.awaitRelease(ctx, kw, w, h)
+}
+
+// A holderSeen is what Wait's check found: whether the key was held at a
+// revision its watch covers, when (taken before the request that saw it) and for
+// how long (the holder's ttl in whole seconds; 0: no lease), and the watch's last
+// deletion then.
+type holderSeen struct {
+	held    bool
+	at      time.Time
+	secs    int64
+	lastDel int64
+}
+
+// checkHeld waits until kw has started (within the request timeout) and tells
+// whether key (etcd key k) is held at a revision kw covers: from a sighting of
+// this Locker's TryLock, or a linearizable read.
+func (l *Locker) checkHeld(ctx context.Context, key, k string, kw *keyWatch) (holderSeen, error) {
 	reqTimeout := l.o.RequestTimeout
 	check, cancel := context.WithTimeout(ctx, reqTimeout)
 	defer cancel()
 	select {
 	case <-kw.ready:
 	case <-check.Done():
-		return failed(fmt.Errorf("the watch did not start within %v", reqTimeout))
+		return holderSeen{}, fmt.Errorf("the watch did not start within %v", reqTimeout)
 	}
 	l.mu.Lock()
 	created, lastDel, werr := kw.created, kw.lastDel, kw.err
 	l.mu.Unlock()
 	if werr != nil {
-		return failed(werr)
+		return holderSeen{}, werr
 	}
-
-	var (
-		seen  time.Time        // when the holder was seen
-		secs  int64            // the holder's ttl in whole seconds; 0: no lease
-		lease clientv3.LeaseID // the holder's etcd lease
-		rev   int64            // a revision at which the holder held the key
-	)
 	if s, ok := l.sightingOf(key); ok && s.rev >= created {
 		// The watch saw every deletion after the sighting.
-		if lastDel > s.rev {
-			return nil
-		}
-		seen, secs, lease, rev = s.at, s.secs, clientv3.LeaseID(s.lease), s.rev
-		if s.lease == 0 {
-			secs = 0
-		}
-	} else {
-		// A deletion after the snapshot above wakes the line; the read is after it.
-		seen = time.Now()
-		get, err := l.get(check, k)
-		if err != nil && check.Err() != nil {
-			// Not the caller's deadline: do not wrap it.
-			return failed(fmt.Errorf("read the key: no answer within %v (%v)", reqTimeout, err))
-		}
-		if err != nil {
-			return failed(fmt.Errorf("read the key: %w", err))
-		}
-		if len(get.Kvs) == 0 {
-			return nil
-		}
-		if kv := get.Kvs[0]; kv.Lease != 0 {
-			secs, _ = parseValue(kv.Value)
-			secs = max(secs, 1)
-			lease, rev = clientv3.LeaseID(kv.Lease), get.Header.Revision
-		}
+		return holderSeen{held: lastDel <= s.rev, at: s.at, secs: s.secs, lastDel: lastDel}, nil
 	}
-	// Free the key as soon as the leader holds the holder's lease expired, if its
-	// holder stops refreshing it (chase.go).
-	l.startChase(kw, k, lease, rev, secs, seen)
+	// A deletion after Wait joined the line wakes the line; the read is after it.
+	h := holderSeen{at: time.Now(), lastDel: lastDel}
+	get, err := l.get(check, k)
+	if err != nil && check.Err() != nil && ctx.Err() == nil {
+		// Not the caller's deadline: do not wrap it.
+		return h, fmt.Errorf("read the key: no answer within %v (%v)", reqTimeout, err)
+	}
+	if err != nil {
+		return h, fmt.Errorf("read the key: %w", err)
+	}
+	if len(get.Kvs) == 0 {
+		return h, nil
+	}
+	h.held = true
+	if kv := get.Kvs[0]; kv.Lease != 0 {
+		h.secs, _ = parseValue(kv.Value)
+		h.secs = max(h.secs, 1)
+	}
+	return h, nil
+}
+
+// awaitRelease waits, after Wait's check found the key held (h), until a deletion
+// wakes w, kw ends, the holder's ttl plus a second has passed since it was seen,
+// or ctx ends.
+func (l *Locker) awaitRelease(ctx context.Context, kw *keyWatch, w *waitq.Waiter, h holderSeen) error {
 	// The holder's lease ends within its ttl, unless the server raised the TTL to
 	// its minimum or the holder renewed it: then Wait returns early, and the
 	// caller's next TryLock tells. etcd deletes the key of an expired lease, which
 	// the watch sees too; the timer only bounds a wait whose watch misses that.
 	var timeout <-chan time.Time
-	if secs > 0 {
-		timer := time.NewTimer(time.Duration(secs+1)*time.Second - time.Since(seen))
+	if h.secs > 0 {
+		timer := time.NewTimer(time.Duration(h.secs+1)*time.Second - time.Since(h.at))
 		defer timer.Stop()
 		timeout = timer.C
 	}
@@ -266,17 +267,31 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 	case <-timeout:
 		return nil
 	case <-ctx.Done():
-		return gaveUp()
+		return gaveUp(ctx)
 	}
 	if l.closing.Err() != nil {
 		return distlock.ErrClosed
 	}
 	l.mu.Lock()
-	werr = kw.err
-	deleted := kw.lastDel > lastDel
+	werr := kw.err
+	deleted := kw.lastDel > h.lastDel
 	l.mu.Unlock()
 	if werr != nil && !deleted {
-		return failed(werr)
+		return waitFailed(ctx, werr)
 	}
 	return nil
+}
+
+// gaveUp is Wait's error when ctx ended first.
+func gaveUp(ctx context.Context) error {
+	return errors.Join(fmt.Errorf("wait: %w", distlock.ErrLocked), ctx.Err())
+}
+
+// waitFailed is Wait's error err, or gaveUp when ctx ended (err may be its
+// consequence).
+func waitFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return gaveUp(ctx)
+	}
+	return err
 }

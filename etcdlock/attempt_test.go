@@ -4,40 +4,14 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/etcdlock"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 )
-
-// TestRequestsCarryNoDeadline: TryLock's and Unlock's requests carry no deadline
-// (gRPC would send it as a grpc-timeout header, a new HPACK entry on every request
-// that the server decodes and arms a timer for), neither the request timeout's
-// nor the caller's.
-func TestRequestsCarryNoDeadline(t *testing.T) {
-	var calls, withDeadline atomic.Int64
-	record := grpc.WithChainUnaryInterceptor(func(ctx context.Context, m string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		calls.Add(1)
-		if _, ok := ctx.Deadline(); ok {
-			withDeadline.Add(1)
-		}
-		return invoker(ctx, m, req, reply, cc, opts...)
-	})
-	l := newLocker(t, newClientWith(t, []string{etcdSrv.Addr()}, record), nil)
-	key := "no-deadline-" + driver.NewToken()
-	for _, ctx := range []context.Context{context.Background(), ctxFor(t, time.Minute)} {
-		lease, err := l.TryLock(ctx, key, 10*time.Second)
-		require.NoError(t, err)
-		require.NoError(t, l.Unlock(ctx, lease))
-	}
-	require.Positive(t, calls.Load())
-	require.Zero(t, withDeadline.Load(), "requests with a deadline, of %d", calls.Load())
-}
 
 // TestAttemptTimeout: an attempt that hangs ends after the request timeout and
 // is tried again; a caller's deadline still ends a call whose attempt hangs,
