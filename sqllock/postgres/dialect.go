@@ -22,6 +22,9 @@ type dialect struct {
 	sql   statements
 	table any // sql.tableID, boxed once
 
+	// batched: concurrent acquires and releases share round trips (flights);
+	// otherwise each runs its own statement on a pooled connection.
+	batched bool
 	fl      flights        // the acquires and releases in flight (batch.go; their statements: batchsql.go)
 	batches sync.WaitGroup // their batches' goroutines
 	gaveUp  handles        // acquires whose callers left while their batch ran
@@ -29,7 +32,7 @@ type dialect struct {
 
 func newDialect(pool *pgxpool.Pool, owner, table string) *dialect {
 	sql := newStatements(table)
-	d := &dialect{pool: pool, owner: owner, sql: sql, table: sql.tableID}
+	d := &dialect{pool: pool, owner: owner, sql: sql, table: sql.tableID, batched: true}
 	d.fl = flights{run: d.runBatch, max: maxFlights, stall: stallAfter, wg: &d.batches}
 	return d
 }
@@ -84,6 +87,9 @@ func (d *dialect) exec(ctx context.Context, q string) error {
 
 func (d *dialect) Acquire(ctx context.Context, r sqllock.Row, ttl time.Duration) (int64, bool, sqllock.Session, error) {
 	args := rowArgs{hash: r.Hash, key: r.Key, token: r.Token, us: calls.Micros(ttl)}
+	if !d.batched {
+		return acquired(d.acquireAlone(ctx, args))
+	}
 	s, c := d.fl.enter(ctx, args)
 	var res result
 	if s != nil {
@@ -101,6 +107,11 @@ func (d *dialect) Acquire(ctx context.Context, r sqllock.Row, ttl time.Duration)
 			return 0, false, d.gaveUp.add(c), ctx.Err()
 		}
 	}
+	return acquired(res)
+}
+
+// acquired returns res as Dialect.Acquire's results.
+func acquired(res result) (int64, bool, sqllock.Session, error) {
 	switch {
 	case res.err != nil:
 		return 0, false, res.sess, res.err
@@ -234,6 +245,9 @@ func (d *dialect) RenewBatch(ctx context.Context, rs []sqllock.Row, ttls []time.
 
 func (d *dialect) Release(ctx context.Context, r sqllock.Row) (bool, error) {
 	args := rowArgs{hash: r.Hash, key: r.Key, token: r.Token, release: true}
+	if !d.batched {
+		return d.releaseOn(ctx, d.pool, args)
+	}
 	s, c := d.fl.enter(ctx, args)
 	if s != nil {
 		defer s.leave()
