@@ -22,10 +22,10 @@ type dialect struct {
 	sql   statements
 	table any // sql.tableID, boxed once
 
-	// batched: concurrent acquires and releases share round trips (flights);
-	// otherwise each runs its own statement on a pooled connection.
+	// batched: concurrent acquires share round trips (flights); otherwise each
+	// runs its own statement on a pooled connection.
 	batched bool
-	fl      flights        // the acquires and releases in flight (batch.go; their statements: batchsql.go)
+	fl      flights        // the acquires in flight (batch.go; their statements: batchsql.go)
 	batches sync.WaitGroup // their batches' goroutines
 	gaveUp  handles        // acquires whose callers left while their batch ran
 }
@@ -243,31 +243,10 @@ func (d *dialect) RenewBatch(ctx context.Context, rs []sqllock.Row, ttls []time.
 	return held, nil
 }
 
+// Release runs its own statement, on a pooled connection: it never waits for the
+// acquires in flight.
 func (d *dialect) Release(ctx context.Context, r sqllock.Row) (bool, error) {
-	args := rowArgs{hash: r.Hash, key: r.Key, token: r.Token, release: true}
-	if !d.batched {
-		return d.releaseOn(ctx, d.pool, args)
-	}
-	s, c := d.fl.enter(ctx, args)
-	if s != nil {
-		defer s.leave()
-		return d.releaseOn(ctx, d.pool, args)
-	}
-	res, ok, _ := d.fl.wait(ctx, c)
-	if !ok {
-		return false, ctx.Err()
-	}
-	return res.ok, res.err
-}
-
-// execer is a pool or a connection.
-type execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
-// releaseOn runs the release of one row with e.
-func (d *dialect) releaseOn(ctx context.Context, e execer, r rowArgs) (bool, error) {
-	tag, err := e.Exec(ctx, d.sql.release, d.releaseArgs(r)...)
+	tag, err := d.pool.Exec(ctx, d.sql.release, r.Hash, r.Key, r.Token, d.table, keyID(r.Hash))
 	if err != nil {
 		return false, err
 	}
