@@ -25,9 +25,9 @@
 // transaction of the server, and an Unlock that no Wait needs should not pay for
 // it. A notification wakes one Wait of the key per Locker (the first; the next
 // when the woken caller does not try the key), so that 1,000 waiters cost a few
-// statements per release, not 1,000 TryLocks. A Wait of an older version of this package registers nothing, so Unlocks of
-// this version do not wake it (it waits for the lease's expiry): upgrade every
-// process that Waits. An application's own two-key advisory locks (int4, int4)
+// statements per release, not 1,000 TryLocks. A Wait of an older version of this
+// package registers nothing, so Unlocks of this version do not wake it (it waits
+// for the lease's expiry): upgrade every process that Waits. An application's own two-key advisory locks (int4, int4)
 // could share a (t, k) pair: that only costs a spurious notification, or makes its
 // exclusive lock wait while a Wait is registered.
 //
