@@ -33,9 +33,9 @@ var (
 // driver github.com/go-sql-driver/mysql (which this package imports, registering
 // the driver "mysql"). The DSN must name a database; interpolateParams=true saves
 // a round trip per call, and db.SetMaxIdleConns(n), for n the goroutines that call
-// the Locker at once, saves reconnecting (database/sql keeps 2 by default). New creates the table if it is missing (unless
-// Options.SkipCreateTable) and adds the table's fence high-water row if it is
-// missing, with ctx. db stays the caller's: close it after the Locker. A nil db
+// the Locker at once, saves reconnecting (database/sql keeps 2 by default). New
+// creates the table if it is missing (unless Options.SkipCreateTable) and adds the
+// table's fence high-water row if it is missing, with ctx. db stays the caller's: close it after the Locker. A nil db
 // or invalid opts is the returned error, an *distlock.OpError wrapping
 // distlock.ErrInvalid that names the bad value.
 //

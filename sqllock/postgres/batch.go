@@ -10,40 +10,32 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/sqllock"
-	"github.com/distlock/distlock/sqllock/internal/calls"
 )
 
-// Statements shared by concurrent callers.
+// Acquires shared by concurrent callers.
 //
-// A Locker's TryLocks and Unlocks together run at most maxFlights round trips at a
-// time. A call that finds a slot free runs its own statement, on its own context,
-// as it would alone. A call that finds every slot taken queues; when a round trip
-// ends, the calls queued meanwhile, acquires and releases alike, go as one
-// pipeline of their statements (batchsql.go): one round trip and one transaction
-// (one commit) for all of them, run by a goroutine of the Locker on a context that
-// ends only when every caller of the batch has given up. Each caller still gets
-// the result of its own statement. Under load (16 goroutines on 2 cores) this
-// costs the server and the client one round trip, one transaction and one wakeup
-// per batch instead of one per call.
+// A Locker's TryLocks run at most maxFlights round trips at a time. A TryLock
+// that finds a slot free runs its own statement, on its own context, as it would
+// alone. One that finds every slot taken queues; when a round trip ends, the
+// acquires queued meanwhile go as one pipeline of their statements (batchsql.go):
+// one round trip and one transaction (one commit) for all of them, run by a
+// goroutine of the Locker on a context that ends only when every caller of the
+// batch has given up. Each caller still gets the result of its own statement.
+// Releases never queue: each Unlock runs its own statement at once.
 
-// maxFlights is the number of a Locker's round trips (of acquires and releases
-// together) in flight at once. 1 costs the least CPU per call (the largest
-// batches: at 16 goroutines 0.15 round trips and 50-69 us of CPU per
-// TryLock+Unlock pair, client and server, against 0.34 and 59-85 us with 2), but
-// on a loaded machine the calls then wait for slow round trips; with 2, a round
-// trip that the scheduler delays holds up only half of them (W1 at 16 goroutines,
-// 4 interleaved rounds at load 8-10: 0.72-1.30x the advisory lock, against
-// 0.57-0.76x with 1). A
-// round trip in flight for longer than stallAfter (a row lock held by a long
-// transaction, a slow link) stops counting, so that it holds up the Locker's
-// other calls no longer than that. maxBatch bounds the calls of one batch.
+// maxFlights is the number of a Locker's acquire round trips in flight at once:
+// with 2, a round trip that the scheduler delays holds up only half of the
+// queued calls. A round trip in flight for longer than stallAfter (a row lock
+// held by a long transaction, a slow link) stops counting, so that it holds up
+// the Locker's other calls no longer than that. maxBatch bounds the calls of one
+// batch.
 const (
 	maxFlights = 2
 	stallAfter = 20 * time.Millisecond
 	maxBatch   = 256
 )
 
-// A call is one TryLock's acquire or one Unlock's release, queued for a batch.
+// A call is one TryLock's acquire, queued for a batch.
 type call struct {
 	ctx context.Context
 	r   rowArgs
@@ -54,17 +46,15 @@ type call struct {
 	done chan struct{}
 }
 
-// rowArgs are what a statement needs of one call.
+// rowArgs are what an acquire needs of one call.
 type rowArgs struct {
 	hash, key, token []byte
-	us               int64 // ttl in microseconds (acquire)
-	release          bool  // a release, not an acquire
+	us               int64 // ttl in microseconds
 }
 
-// result is the outcome of one call in a batch.
+// result is the outcome of one acquire.
 type result struct {
-	fence int64 // acquire: > 0 won, 0 held
-	ok    bool  // release: held
+	fence int64 // > 0 won, 0 held
 	err   error
 	// known is false when err leaves the call's outcome unknown (the batch's
 	// statement may have committed): then sess is the batch's session.
@@ -80,7 +70,7 @@ type batch struct {
 	left   int // callers still waiting for it (under flights.mu)
 }
 
-// A flights is the queue and the slots of a Locker's statements.
+// A flights is the queue and the slots of a Locker's acquires.
 type flights struct {
 	run func(ctx context.Context, cs []*call) // runs a batch of one or more calls
 
@@ -170,14 +160,12 @@ func (s *slot) then() (*slot, *batch) {
 	return f.take(), b
 }
 
-// batch takes the next batch off the queue; f.mu is held. Two calls of the same
-// lease (hash and token: two Unlocks of one lease) never share a batch; calls of
-// the same key may (the batch runs them in turn).
+// batch takes the next batch (the first maxBatch queued calls) off the queue;
+// f.mu is held. Acquires of the same key may share a batch: it runs them in turn.
 func (f *flights) batch() *batch {
-	cs, rest := calls.Batch(f.queue, maxBatch, func(b, c *call) bool {
-		return bytes.Equal(b.r.hash, c.r.hash) && bytes.Equal(b.r.token, c.r.token)
-	})
-	f.queue = rest
+	n := min(len(f.queue), maxBatch)
+	cs := slices.Clone(f.queue[:n])
+	f.queue = slices.Delete(f.queue, 0, n)
 	b := &batch{calls: cs, left: len(cs)}
 	// The batch's context has the values of its first caller's, and ends when
 	// every caller has given up (wait).
@@ -192,10 +180,7 @@ func (f *flights) batch() *batch {
 //
 // A batch's goroutine, once its callers have their results, yields before it
 // gives its slot up (then): the callers, just woken, run first, and the calls
-// they make next queue for the slot's next batch, instead of the first of them
-// finding the slot free and taking a round trip of its own (at 16 goroutines
-// sharing a Locker: 0.34 round trips per TryLock+Unlock pair instead of 0.55,
-// and 10-15% less CPU per pair, client and server together).
+// they make next queue for the slot's next batch.
 func (f *flights) next() {
 	for f.busy < f.max && len(f.queue) > 0 {
 		b, s := f.batch(), f.take()
@@ -213,21 +198,8 @@ func (f *flights) next() {
 func (f *flights) runBatch(b *batch) {
 	defer b.cancel()
 	// Sorted by key_hash: a batch takes its rows in one order, as every other
-	// batch does (of this Locker or another). Of the calls of one key, the
-	// releases go first: a TryLock queued with the Unlock of its key then gets
-	// it (both orders are right for concurrent calls).
-	slices.SortFunc(b.calls, func(x, y *call) int {
-		if c := bytes.Compare(x.r.hash, y.r.hash); c != 0 {
-			return c
-		}
-		switch {
-		case x.r.release == y.r.release:
-			return 0
-		case x.r.release:
-			return -1
-		}
-		return 1
-	})
+	// batch does (of this Locker or another).
+	slices.SortFunc(b.calls, func(x, y *call) int { return bytes.Compare(x.r.hash, y.r.hash) })
 	f.run(b.ctx, b.calls)
 	for _, c := range b.calls {
 		close(c.done)

@@ -5,21 +5,19 @@ import (
 
 	"github.com/distlock/distlock/sqllock"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// runBatch runs the acquires and releases of cs (sorted by key_hash) on one
-// connection: alone, a call's own statement; two or more, a pipeline of their
-// statements, acquire and release as each runs alone, sent at once and followed by
-// one Sync, so that PostgreSQL runs them in turn in one implicit transaction,
-// which commits at the end (one round trip, one commit; CURRENT_TIMESTAMP is the
-// transaction's start). A statement sees the rows that the ones before it wrote:
-// of two acquires of one key, the second finds it held; an acquire after a
-// release of its key takes it. When the database rejects a statement, the
-// transaction (which then had no effect) rolls back, and each call runs alone. An
-// acquire that found no row of its key then runs insert, alone.
+// runBatch runs the acquires of cs (sorted by key_hash) on one connection: alone,
+// a call's own statement; two or more, a pipeline of their statements, each as it
+// runs alone, sent at once and followed by one Sync, so that PostgreSQL runs them
+// in turn in one implicit transaction, which commits at the end (one round trip,
+// one commit; CURRENT_TIMESTAMP is the transaction's start). A statement sees the
+// rows that the ones before it wrote: of two acquires of one key, the second
+// finds it held. When the database rejects a statement, the transaction (which
+// then had no effect) rolls back, and each call runs alone. An acquire that found
+// no row of its key then runs insert, alone.
 func (d *dialect) runBatch(ctx context.Context, cs []*call) {
 	c, err := d.pool.Acquire(ctx)
 	if err != nil {
@@ -38,22 +36,12 @@ func (d *dialect) runBatch(ctx context.Context, cs []*call) {
 	}
 	b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(cs))}
 	for _, x := range cs {
-		if x.r.release {
-			b.Queue(d.sql.release, d.releaseArgs(x.r)...)
-		} else {
-			b.Queue(d.sql.acquire, d.acquireArgs(x.r)...)
-		}
+		b.Queue(d.sql.acquire, d.acquireArgs(x.r)...)
 	}
-	got := make([]int64, len(cs)) // acquire: the fence, 0 or -1; release: rows
+	got := make([]int64, len(cs)) // the fence, 0 or -1
 	br := c.SendBatch(ctx, b)
-	for i, x := range cs {
-		if x.r.release {
-			var tag pgconn.CommandTag
-			if tag, err = br.Exec(); err != nil {
-				break
-			}
-			got[i] = tag.RowsAffected()
-		} else if err = br.QueryRow().Scan(&got[i]); err != nil {
+	for i := range cs {
+		if err = br.QueryRow().Scan(&got[i]); err != nil {
 			break
 		}
 	}
@@ -66,17 +54,12 @@ func (d *dialect) runBatch(ctx context.Context, cs []*call) {
 			d.runOn(ctx, c, x, sess)
 		}
 	case err != nil:
-		for _, x := range cs {
-			x.res = result{err: err, sess: sess}
-		}
+		setAll(cs, result{err: err, sess: sess})
 	default:
 		for i, x := range cs {
-			switch {
-			case x.r.release:
-				x.res = result{ok: got[i] == 1, known: true}
-			case got[i] >= 0:
+			if got[i] >= 0 {
 				x.res = result{fence: got[i], known: true, sess: sess} // won, or held (0)
-			default:
+			} else {
 				x.res = d.insertOn(ctx, c, x.r)
 				x.res.sess = sess
 			}
@@ -84,13 +67,8 @@ func (d *dialect) runBatch(ctx context.Context, cs []*call) {
 	}
 }
 
-// runOn runs the statement of x alone on c, whose session is sess.
+// runOn runs the acquire of x alone on c, whose session is sess.
 func (d *dialect) runOn(ctx context.Context, c *pgxpool.Conn, x *call, sess sqllock.Session) {
-	if x.r.release {
-		x.res = result{known: true}
-		x.res.ok, x.res.err = d.releaseOn(ctx, c, x.r)
-		return
-	}
 	x.res = d.acquireOn(ctx, c, x.r)
 	x.res.sess = sess
 }
@@ -101,11 +79,6 @@ func (d *dialect) acquireArgs(r rowArgs) []any {
 	// allocation.
 	tok := any(r.token)
 	return []any{r.hash, r.key, tok, pgtype.Interval{Microseconds: r.us, Valid: true}, d.owner, tok}
-}
-
-// releaseArgs are the arguments of release for r.
-func (d *dialect) releaseArgs(r rowArgs) []any {
-	return []any{r.hash, r.key, r.token, d.table, keyID(r.hash)}
 }
 
 // setAll gives every call of cs the result res.

@@ -22,14 +22,17 @@ type dialect struct {
 	sql   statements
 	table any // sql.tableID, boxed once
 
-	fl      flights        // the acquires and releases in flight (batch.go; their statements: batchsql.go)
+	// batched: concurrent acquires share round trips (flights); otherwise each
+	// runs its own statement on a pooled connection.
+	batched bool
+	fl      flights        // the acquires in flight (batch.go; their statements: batchsql.go)
 	batches sync.WaitGroup // their batches' goroutines
 	gaveUp  handles        // acquires whose callers left while their batch ran
 }
 
 func newDialect(pool *pgxpool.Pool, owner, table string) *dialect {
 	sql := newStatements(table)
-	d := &dialect{pool: pool, owner: owner, sql: sql, table: sql.tableID}
+	d := &dialect{pool: pool, owner: owner, sql: sql, table: sql.tableID, batched: true}
 	d.fl = flights{run: d.runBatch, max: maxFlights, stall: stallAfter, wg: &d.batches}
 	return d
 }
@@ -84,6 +87,9 @@ func (d *dialect) exec(ctx context.Context, q string) error {
 
 func (d *dialect) Acquire(ctx context.Context, r sqllock.Row, ttl time.Duration) (int64, bool, sqllock.Session, error) {
 	args := rowArgs{hash: r.Hash, key: r.Key, token: r.Token, us: calls.Micros(ttl)}
+	if !d.batched {
+		return acquired(d.acquireAlone(ctx, args))
+	}
 	s, c := d.fl.enter(ctx, args)
 	var res result
 	if s != nil {
@@ -101,6 +107,11 @@ func (d *dialect) Acquire(ctx context.Context, r sqllock.Row, ttl time.Duration)
 			return 0, false, d.gaveUp.add(c), ctx.Err()
 		}
 	}
+	return acquired(res)
+}
+
+// acquired returns res as Dialect.Acquire's results.
+func acquired(res result) (int64, bool, sqllock.Session, error) {
 	switch {
 	case res.err != nil:
 		return 0, false, res.sess, res.err
@@ -232,28 +243,10 @@ func (d *dialect) RenewBatch(ctx context.Context, rs []sqllock.Row, ttls []time.
 	return held, nil
 }
 
+// Release runs its own statement, on a pooled connection: it never waits for the
+// acquires in flight.
 func (d *dialect) Release(ctx context.Context, r sqllock.Row) (bool, error) {
-	args := rowArgs{hash: r.Hash, key: r.Key, token: r.Token, release: true}
-	s, c := d.fl.enter(ctx, args)
-	if s != nil {
-		defer s.leave()
-		return d.releaseOn(ctx, d.pool, args)
-	}
-	res, ok, _ := d.fl.wait(ctx, c)
-	if !ok {
-		return false, ctx.Err()
-	}
-	return res.ok, res.err
-}
-
-// execer is a pool or a connection.
-type execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
-// releaseOn runs the release of one row with e.
-func (d *dialect) releaseOn(ctx context.Context, e execer, r rowArgs) (bool, error) {
-	tag, err := e.Exec(ctx, d.sql.release, d.releaseArgs(r)...)
+	tag, err := d.pool.Exec(ctx, d.sql.release, r.Hash, r.Key, r.Token, d.table, keyID(r.Hash))
 	if err != nil {
 		return false, err
 	}

@@ -25,30 +25,30 @@
 // transaction of the server, and an Unlock that no Wait needs should not pay for
 // it. A notification wakes one Wait of the key per Locker (the first; the next
 // when the woken caller does not try the key), so that 1,000 waiters cost a few
-// statements per release, not 1,000 TryLocks. A Wait of an older version of this package registers nothing, so Unlocks of
-// this version do not wake it (it waits for the lease's expiry): upgrade every
-// process that Waits. An application's own two-key advisory locks (int4, int4)
+// statements per release, not 1,000 TryLocks. A Wait of an older version of this
+// package registers nothing, so Unlocks of this version do not wake it (it waits
+// for the lease's expiry): upgrade every process that Waits. An application's own two-key advisory locks (int4, int4)
 // could share a (t, k) pair: that only costs a spurious notification, or makes its
 // exclusive lock wait while a Wait is registered.
 //
 // # Concurrent calls
 //
-// A Locker has at most two round trips of its TryLocks and Unlocks in flight: the
-// calls that come while both are in flight queue, and go together as the next
-// round trip, a pipeline of their statements (each as it runs alone) with one
-// commit for all of them. Each caller gets its own statement's result: its own
-// fence, ErrLocked, or ErrNotHeld. The statements run in key_hash order (an
-// Unlock before a TryLock of the same key), so that batches of several Lockers
-// lock rows in one order; a batch that the database rejects (a deadlock, a
-// serialization failure: it had no effect) runs each statement alone. A round
+// A Locker has at most two round trips of its TryLocks in flight: the TryLocks
+// that come while both are in flight queue, and go together as the next round
+// trip, a pipeline of their statements (each as it runs alone) with one commit
+// for all of them. Each caller gets its own statement's result: its own fence or
+// ErrLocked. The statements run in key_hash order, so that batches of several
+// Lockers lock rows in one order; a batch that the database rejects (a deadlock,
+// a serialization failure: it had no effect) runs each statement alone. A round
 // trip in flight for longer than 20ms (one that waits for a row lock) stops
-// counting, so that it holds up the Locker's other calls no longer than that. A
-// caller whose context ends returns at once; the batch goes on for the others
-// (its context ends only when every caller's has), and when it may have taken
-// the leaving caller's row, the clean-up below waits for the batch to end (and
-// ends its session when its outcome is unknown) before it releases the row. A
-// lone caller runs its own statement on its own context. Lease.Expires counts
-// from before the call queued.
+// counting, so that it holds up the Locker's other TryLocks no longer than that.
+// A caller whose context ends returns at once; the batch goes on for the others
+// (its context ends only when every caller's has), and when it may have taken the
+// leaving caller's row, the clean-up below waits for the batch to end (and ends
+// its session when its outcome is unknown) before it releases the row. A lone
+// caller runs its own statement on its own context. Lease.Expires counts from
+// before the call queued. Unlock and Inspect never queue behind TryLocks: each
+// runs its own statement (Renews share theirs: see package sqllock).
 //
 // # Abandoned acquires
 //

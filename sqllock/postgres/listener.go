@@ -26,9 +26,10 @@ const (
 	listenPing = 5 * time.Second
 )
 
-// A listener shares one listening connection among the Wait calls of a Locker. The connection is opened by the first Wait and closed listenIdle
-// after the last one returned (or by Close), so that an idle Locker soon holds no
-// connection and no goroutine.
+// A listener shares one listening connection among the Wait calls of a Locker.
+// The connection is opened by the first Wait and closed listenIdle after the last
+// one returned (or by Close), so that an idle Locker soon holds no connection and
+// no goroutine.
 type listener struct {
 	pool   *pgxpool.Pool
 	listen string        // the LISTEN statement

@@ -54,8 +54,8 @@ var (
 // TryLock is one statement, an UPDATE of the key's row when it has expired (fence
 // + 1) that also tells a held row; only a key's first TryLock (and one whose row
 // Prune deleted meanwhile) runs a second one, which inserts the row. Unlock is one
-// UPDATE. Concurrent TryLocks and Unlocks of one Locker share round trips and
-// commits (see the package doc). Expiry uses the database's now(). Wait
+// UPDATE. Concurrent TryLocks of one Locker share round trips and commits (see
+// the package doc). Expiry uses the database's now(). Wait
 // opens one extra connection with the pool's connection settings, outside the
 // pool, kept while any Wait call is in progress and for 5s after.
 func New(ctx context.Context, pool *pgxpool.Pool, opts *sqllock.Options) (*Locker, error) {

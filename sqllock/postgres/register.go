@@ -8,18 +8,18 @@ import (
 )
 
 // Unlock notifies only when some Wait may be waiting for the key: NOTIFY makes
-// PostgreSQL serialize the commits of all notifying transactions on one lock, so
-// that an Unlock that notified every time kept 16 goroutines that lock and unlock
-// distinct keys as slow as one. A Locker's Waits register a key on their listening
-// connection: a session-level shared advisory lock (tableID, keyID). Unlock's
-// statement tries the same lock exclusively, for its transaction: when a Wait
-// holds it the try fails and Unlock notifies. A Wait registers, and only then
-// reads the row: if the Unlock's try came first, its exclusive lock keeps the
-// registration waiting until the Unlock has committed, and the read sees the
-// released row; otherwise the Unlock sees the registration and notifies, and the
-// connection was listening before it registered. A registration stays for
-// listenIdle after the key's last Wait returned, so that a wait loop registers
-// once; it holds one entry of the server's lock table.
+// PostgreSQL serialize the commits of all notifying transactions on one lock, and
+// Unlocks of distinct keys that no Wait needs must not serialize on it. A
+// Locker's Waits register a key on their listening connection: a session-level
+// shared advisory lock (tableID, keyID). Unlock's statement tries the same lock
+// exclusively, for its transaction: when a Wait holds it the try fails and Unlock
+// notifies. A Wait registers, and only then reads the row: if the Unlock's try
+// came first, its exclusive lock keeps the registration waiting until the Unlock
+// has committed, and the read sees the released row; otherwise the Unlock sees
+// the registration and notifies, and the connection was listening before it
+// registered. A registration stays for listenIdle after the key's last Wait
+// returned, so that a wait loop registers once; it holds one entry of the
+// server's lock table.
 const (
 	registerSQL   = `SELECT count(pg_advisory_lock_shared($1::int4, k)) FROM unnest($2::int4[]) AS k`
 	unregisterSQL = `SELECT count(pg_advisory_unlock_shared($1::int4, k)) FROM unnest($2::int4[]) AS k`
