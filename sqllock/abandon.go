@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/distlock/distlock/sqllock/sqldialect"
+
 	"github.com/distlock/distlock/driver"
 )
 
@@ -23,10 +25,10 @@ const endPollMax = 100 * time.Millisecond
 
 // endSession ends sess and waits until it is gone, retrying while it is still
 // there or the database cannot be reached, until ctx ends or the database refuses.
-func (r *rows) endSession(ctx context.Context, sess Session) error {
+func (r *rows) endSession(ctx context.Context, sess sqldialect.Session) error {
 	for attempt := 1; ; attempt++ {
 		err := r.d.EndSession(ctx, sess)
-		if err == nil || errors.Is(err, ErrCannotEnd) {
+		if err == nil || errors.Is(err, sqldialect.ErrCannotEnd) {
 			return err
 		}
 		if perr := driver.Pause(ctx, attempt, endPollMax); perr != nil {

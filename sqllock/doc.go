@@ -18,9 +18,10 @@
 // (distlock.Lock's backoff cost each waiter about one TryLock a second).
 //
 // Each has New(ctx, db, *sqllock.Options) (*Locker, error), Close, and DDL. This
-// package holds what they share: Options, the Locker logic (validation, retries,
-// errors, the clean-up of abandoned acquires, Prune) and the Dialect interface
-// that a dialect implements. It imports no database driver.
+// package holds what they share: Options and the Locker, which runs on package
+// driver's core (validation, retries, errors, the clean-up of abandoned acquires)
+// over a sqldialect.Dialect, the interface that a dialect implements (package
+// sqllock/sqldialect, for dialect authors). It imports no database driver.
 //
 // # The table
 //

@@ -6,13 +6,15 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/distlock/distlock/sqllock/sqldialect"
 )
 
 // fakeDialect is a Dialect without a database, for the tests of the Locker's own
 // logic. Each method calls its hook when set (and records its name); otherwise it
 // succeeds: Acquire wins with fence 1, Renew and Release find the row held.
 type fakeDialect struct {
-	acquire  func(ctx context.Context) (int64, bool, Session, error)
+	acquire  func(ctx context.Context) (int64, bool, sqldialect.Session, error)
 	renew    func(ctx context.Context) (bool, error)
 	end      func() error
 	prune    func(after []byte) (int64, []byte, error)
@@ -36,15 +38,15 @@ func (d *fakeDialect) called() string {
 	return strings.Join(d.calls, ",")
 }
 
-func (d *fakeDialect) Acquire(ctx context.Context, _ Row, _ time.Duration) (int64, bool, Session, error) {
+func (d *fakeDialect) Acquire(ctx context.Context, _ sqldialect.Row, _ time.Duration) (int64, bool, sqldialect.Session, error) {
 	d.record("acquire")
 	if d.acquire != nil {
 		return d.acquire(ctx)
 	}
-	return 1, true, Session{}, nil
+	return 1, true, sqldialect.Session{}, nil
 }
 
-func (d *fakeDialect) EndSession(context.Context, Session) error {
+func (d *fakeDialect) EndSession(context.Context, sqldialect.Session) error {
 	d.record("end")
 	if d.end != nil {
 		return d.end()
@@ -52,7 +54,7 @@ func (d *fakeDialect) EndSession(context.Context, Session) error {
 	return nil
 }
 
-func (d *fakeDialect) Renew(ctx context.Context, _ Row, _ time.Duration) (bool, error) {
+func (d *fakeDialect) Renew(ctx context.Context, _ sqldialect.Row, _ time.Duration) (bool, error) {
 	d.record("renew")
 	if d.renew != nil {
 		return d.renew(ctx)
@@ -60,14 +62,14 @@ func (d *fakeDialect) Renew(ctx context.Context, _ Row, _ time.Duration) (bool, 
 	return true, nil
 }
 
-func (d *fakeDialect) Release(context.Context, Row) (bool, error) {
+func (d *fakeDialect) Release(context.Context, sqldialect.Row) (bool, error) {
 	d.record("release")
 	return true, nil
 }
 
-func (d *fakeDialect) Inspect(context.Context, Row) (RowState, bool, error) {
+func (d *fakeDialect) Inspect(context.Context, sqldialect.Row) (sqldialect.RowState, bool, error) {
 	d.record("inspect")
-	return RowState{}, false, nil
+	return sqldialect.RowState{}, false, nil
 }
 
 func (d *fakeDialect) Prune(_ context.Context, after []byte, _ time.Duration, _ int) (int64, []byte, error) {
@@ -82,7 +84,7 @@ func (d *fakeDialect) Retryable(err error) bool { return d.retry != nil && d.ret
 func (d *fakeDialect) Definite(err error) bool  { return d.definite != nil && d.definite(err) }
 
 // newFake returns a Locker on d with opts, closed when the test ends.
-func newFake(t testing.TB, d Dialect, opts *Options) *Locker {
+func newFake(t testing.TB, d sqldialect.Dialect, opts *Options) *Locker {
 	l, err := NewLocker("sqllock/fake", d, opts)
 	if err != nil {
 		t.Fatal(err)

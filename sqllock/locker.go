@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/distlock/distlock/sqllock/sqldialect"
+
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
 )
@@ -19,7 +21,7 @@ import (
 // sqllock/mysql, sqllock/sqlite), which wraps this one.
 type Locker struct {
 	backend string // the Backend of its errors
-	d       Dialect
+	d       sqldialect.Dialect
 	o       Options               // with defaults
 	rows    *rows                 // the core's Driver
 	core    *driver.Locker        // over rows
@@ -38,9 +40,9 @@ var (
 // "sqllock/postgres"). opts are the options that d was built with; invalid options
 // are the returned error, an *distlock.OpError wrapping distlock.ErrInvalid. It does
 // no I/O: the dialect package has prepared the table.
-func NewLocker(backend string, d Dialect, opts *Options) (*Locker, error) {
+func NewLocker(backend string, d sqldialect.Dialect, opts *Options) (*Locker, error) {
 	if d == nil {
-		return nil, &distlock.OpError{Backend: backend, Op: "New", Err: fmt.Errorf("%w: nil Dialect", distlock.ErrInvalid)}
+		return nil, &distlock.OpError{Backend: backend, Op: "New", Err: fmt.Errorf("%w: nil sqldialect.Dialect", distlock.ErrInvalid)}
 	}
 	o, err := opts.WithDefaults()
 	if err != nil {
@@ -56,7 +58,7 @@ func NewLocker(backend string, d Dialect, opts *Options) (*Locker, error) {
 		return nil, err
 	}
 	l := &Locker{backend: backend, d: d, o: o, rows: r, core: core, calls: core.Calls()}
-	if br, ok := d.(BatchRenewer); ok {
+	if br, ok := d.(sqldialect.BatchRenewer); ok {
 		r.renews = newRenews(br, d, renewStall, l.calls.Go)
 	}
 	return l, nil

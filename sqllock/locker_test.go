@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock/sqllock/sqldialect"
+
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
 	"github.com/stretchr/testify/require"
@@ -34,9 +36,9 @@ func requireOpError(t *testing.T, err error, op, key string, want error) {
 func TestReplyAfterTTL(t *testing.T) {
 	const ttl = 20 * time.Millisecond
 	d := &fakeDialect{
-		acquire: func(context.Context) (int64, bool, Session, error) {
+		acquire: func(context.Context) (int64, bool, sqldialect.Session, error) {
 			time.Sleep(2 * ttl) // the database's reply takes that long
-			return 1, true, Session{}, nil
+			return 1, true, sqldialect.Session{}, nil
 		},
 		renew: func(context.Context) (bool, error) {
 			time.Sleep(2 * ttl)
@@ -63,25 +65,25 @@ func TestReplyAfterTTL(t *testing.T) {
 // acquire that certainly had no effect leaves nothing to clean up.
 func TestCleanupEndsSessionFirst(t *testing.T) {
 	unknown := errors.New("connection reset")
-	refused := fmt.Errorf("%w 42: permission denied", ErrCannotEnd)
+	refused := fmt.Errorf("%w 42: permission denied", sqldialect.ErrCannotEnd)
 	for _, tc := range []struct {
 		name string
-		sess Session
+		sess sqldialect.Session
 		err  error // of the acquire
 		ends []error
 		want string
 	}{
-		{"ends", Session{ID: 42}, unknown, nil, "acquire,end,release"},
-		{"retries until gone", Session{ID: 42}, unknown, []error{ErrSessionLive, unknown, ErrSessionLive, nil}, "acquire,end,end,end,end,release"},
-		{"refused", Session{ID: 42}, unknown, []error{refused}, "acquire,end,release"},
-		{"unnamed", Session{}, unknown, nil, "acquire,release"},
-		{"not sent", Session{ID: 42}, NotSent(unknown), nil, "acquire"},
-		{"definite", Session{ID: 42}, errDefinite, nil, "acquire"},
+		{"ends", sqldialect.Session{ID: 42}, unknown, nil, "acquire,end,release"},
+		{"retries until gone", sqldialect.Session{ID: 42}, unknown, []error{sqldialect.ErrSessionLive, unknown, sqldialect.ErrSessionLive, nil}, "acquire,end,end,end,end,release"},
+		{"refused", sqldialect.Session{ID: 42}, unknown, []error{refused}, "acquire,end,release"},
+		{"unnamed", sqldialect.Session{}, unknown, nil, "acquire,release"},
+		{"not sent", sqldialect.Session{ID: 42}, driver.NotSent(unknown), nil, "acquire"},
+		{"definite", sqldialect.Session{ID: 42}, errDefinite, nil, "acquire"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ends := tc.ends
 			d := &fakeDialect{
-				acquire: func(context.Context) (int64, bool, Session, error) { return 0, false, tc.sess, tc.err },
+				acquire: func(context.Context) (int64, bool, sqldialect.Session, error) { return 0, false, tc.sess, tc.err },
 				end: func() error {
 					if len(ends) == 0 {
 						return nil
@@ -107,10 +109,10 @@ var errDefinite = errors.New("the database refused the statement")
 // Options.EndSessionTimeout, not longer; the row is released after that.
 func TestEndSessionGivesUp(t *testing.T) {
 	d := &fakeDialect{
-		acquire: func(context.Context) (int64, bool, Session, error) {
-			return 0, false, Session{ID: 42}, errors.New("connection reset")
+		acquire: func(context.Context) (int64, bool, sqldialect.Session, error) {
+			return 0, false, sqldialect.Session{ID: 42}, errors.New("connection reset")
 		},
-		end: func() error { return ErrSessionLive },
+		end: func() error { return sqldialect.ErrSessionLive },
 	}
 	l := newFake(t, d, &Options{EndSessionTimeout: 200 * time.Millisecond})
 	start := time.Now()
@@ -130,10 +132,10 @@ func TestEndSessionGivesUp(t *testing.T) {
 func TestClose(t *testing.T) {
 	started := make(chan struct{})
 	d := &fakeDialect{
-		acquire: func(ctx context.Context) (int64, bool, Session, error) {
+		acquire: func(ctx context.Context) (int64, bool, sqldialect.Session, error) {
 			close(started)
 			<-ctx.Done() // a statement in flight
-			return 0, false, Session{}, ctx.Err()
+			return 0, false, sqldialect.Session{}, ctx.Err()
 		},
 	}
 	l := newFake(t, d, nil)
@@ -170,7 +172,7 @@ func TestPruneBatches(t *testing.T) {
 	d := &fakeDialect{prune: func(after []byte) (int64, []byte, error) {
 		afters = append(afters, string(after))
 		switch string(after) {
-		case HighWaterHash:
+		case sqldialect.HighWaterHash:
 			return pruneBatch, []byte("a"), nil
 		case "a":
 			return 5, []byte("b"), nil
@@ -181,7 +183,7 @@ func TestPruneBatches(t *testing.T) {
 	n, err := l.Prune(t.Context(), time.Hour)
 	require.NoError(t, err)
 	require.EqualValues(t, pruneBatch+5, n)
-	require.Equal(t, []string{HighWaterHash, "a", "b"}, afters)
+	require.Equal(t, []string{sqldialect.HighWaterHash, "a", "b"}, afters)
 	_, err = l.Prune(t.Context(), -time.Second)
 	requireOpError(t, err, "Prune", "", distlock.ErrInvalid)
 	require.Len(t, afters, 3, "Prune with a negative olderThan ran a batch")

@@ -116,14 +116,3 @@ func (o *Options) WithDefaults() (Options, error) {
 	}
 	return r, nil
 }
-
-// QuoteTable returns table, a name that WithDefaults accepted, with each part
-// quoted by q: a double quote for PostgreSQL and SQLite, a backtick for MySQL. The
-// parts are identifiers, so they contain no quote characters.
-func QuoteTable(table string, q byte) string {
-	parts := strings.Split(table, ".")
-	for i, p := range parts {
-		parts[i] = string(q) + p + string(q)
-	}
-	return strings.Join(parts, ".")
-}

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock/sqllock/sqldialect"
+
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
 	"github.com/stretchr/testify/require"
@@ -40,9 +42,9 @@ func TestOptions(t *testing.T) {
 	for table, want := range good {
 		o, err := (&Options{Table: table}).WithDefaults()
 		require.NoError(t, err, "Options{Table: %q}", table)
-		require.Equal(t, want, QuoteTable(o.Table, '"'))
+		require.Equal(t, want, sqldialect.QuoteTable(o.Table, '"'))
 	}
-	require.Equal(t, "`app`.`locks`", QuoteTable("app.locks", '`'))
+	require.Equal(t, "`app`.`locks`", sqldialect.QuoteTable("app.locks", '`'))
 	for _, o := range []Options{
 		{Owner: strings.Repeat("o", MaxOwnerLen+1)},
 		{Owner: "bad\xff"},

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/distlock/distlock/sqllock/sqldialect"
+
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
 )
@@ -49,7 +51,7 @@ func (l *Locker) prune(ctx context.Context, olderThan time.Duration) (int64, err
 	if olderThan < 0 {
 		return 0, fmt.Errorf("%w: olderThan %v is negative", distlock.ErrInvalid, olderThan)
 	}
-	after := []byte(HighWaterHash) // the smallest key_hash: every other row is after it
+	after := []byte(sqldialect.HighWaterHash) // the smallest key_hash: every other row is after it
 	var total int64
 	for {
 		if err := ctx.Err(); err != nil {

@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/distlock/distlock/sqllock/sqldialect"
+
 	"github.com/distlock/distlock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -19,13 +21,13 @@ import (
 type batchDialect struct {
 	fakeDialect
 	block      chan struct{} // when set, the first Renew waits for it
-	renewBatch func(r Row) bool
+	renewBatch func(r sqldialect.Row) bool
 
 	bmu     sync.Mutex
 	batches []int
 }
 
-func (d *batchDialect) Renew(ctx context.Context, r Row, ttl time.Duration) (bool, error) {
+func (d *batchDialect) Renew(ctx context.Context, r sqldialect.Row, ttl time.Duration) (bool, error) {
 	d.bmu.Lock()
 	d.batches = append(d.batches, 1)
 	block := d.block
@@ -37,7 +39,7 @@ func (d *batchDialect) Renew(ctx context.Context, r Row, ttl time.Duration) (boo
 	return d.fakeDialect.Renew(ctx, r, ttl)
 }
 
-func (d *batchDialect) RenewBatch(_ context.Context, rs []Row, _ []time.Duration) ([]bool, error) {
+func (d *batchDialect) RenewBatch(_ context.Context, rs []sqldialect.Row, _ []time.Duration) ([]bool, error) {
 	d.bmu.Lock()
 	d.batches = append(d.batches, len(rs))
 	d.bmu.Unlock()
@@ -53,7 +55,7 @@ func (d *batchDialect) RenewBatch(_ context.Context, rs []Row, _ []time.Duration
 // next batch; a caller whose context ends while queued leaves, and the rest run.
 func TestRenewBatch(t *testing.T) {
 	block := make(chan struct{})
-	d := &batchDialect{block: block, renewBatch: func(r Row) bool { return string(r.Key) != "gone" }}
+	d := &batchDialect{block: block, renewBatch: func(r sqldialect.Row) bool { return string(r.Key) != "gone" }}
 	l, err := NewLocker("fake", d, nil)
 	require.NoError(t, err)
 	defer l.Close()
@@ -98,7 +100,7 @@ func TestRenewBatch(t *testing.T) {
 // every byte: each Renew and RenewBatch waits until its context ends.
 type stallDialect struct{ batchDialect }
 
-func (d *stallDialect) Renew(ctx context.Context, _ Row, _ time.Duration) (bool, error) {
+func (d *stallDialect) Renew(ctx context.Context, _ sqldialect.Row, _ time.Duration) (bool, error) {
 	d.bmu.Lock()
 	d.batches = append(d.batches, 1)
 	d.bmu.Unlock()
@@ -106,7 +108,7 @@ func (d *stallDialect) Renew(ctx context.Context, _ Row, _ time.Duration) (bool,
 	return false, ctx.Err()
 }
 
-func (d *stallDialect) RenewBatch(ctx context.Context, rs []Row, _ []time.Duration) ([]bool, error) {
+func (d *stallDialect) RenewBatch(ctx context.Context, rs []sqldialect.Row, _ []time.Duration) ([]bool, error) {
 	d.bmu.Lock()
 	d.batches = append(d.batches, len(rs))
 	d.bmu.Unlock()
@@ -169,16 +171,16 @@ func TestRenewBatchOwnDeadlines(t *testing.T) {
 // succeed at once.
 type stuckDialect struct{ batchDialect }
 
-func (d *stuckDialect) Renew(ctx context.Context, r Row, ttl time.Duration) (bool, error) {
-	held, err := d.RenewBatch(ctx, []Row{r}, []time.Duration{ttl})
+func (d *stuckDialect) Renew(ctx context.Context, r sqldialect.Row, ttl time.Duration) (bool, error) {
+	held, err := d.RenewBatch(ctx, []sqldialect.Row{r}, []time.Duration{ttl})
 	return err == nil && held[0], err
 }
 
-func (d *stuckDialect) RenewBatch(ctx context.Context, rs []Row, _ []time.Duration) ([]bool, error) {
+func (d *stuckDialect) RenewBatch(ctx context.Context, rs []sqldialect.Row, _ []time.Duration) ([]bool, error) {
 	d.bmu.Lock()
 	d.batches = append(d.batches, len(rs))
 	d.bmu.Unlock()
-	if slices.ContainsFunc(rs, func(r Row) bool { return string(r.Key) == "stuck" }) {
+	if slices.ContainsFunc(rs, func(r sqldialect.Row) bool { return string(r.Key) == "stuck" }) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/distlock/distlock/sqllock/sqldialect"
+
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
 )
@@ -16,7 +18,7 @@ import (
 // Dialect's statement on the key's row; driver.Locker does the rest (validation,
 // Expires, retries, clean-up, errors).
 type rows struct {
-	d Dialect
+	d sqldialect.Dialect
 	o Options
 	// renews is the batcher of the Renews when d is a BatchRenewer, else nil.
 	renews *driver.Batcher[renewReq, bool]
@@ -29,16 +31,16 @@ var (
 )
 
 // row returns the row of key for token.
-func row(key, token string) Row {
+func row(key, token string) sqldialect.Row {
 	h := sha256.Sum256([]byte(key))
-	return Row{Hash: h[:], Key: []byte(key), Token: []byte(token)}
+	return sqldialect.Row{Hash: h[:], Key: []byte(key), Token: []byte(token)}
 }
 
 // An acquireError is the error of an Acquire of unknown outcome, with the database
 // session its statement was sent on, which Abandon ends first.
 type acquireError struct {
 	err  error
-	sess Session
+	sess sqldialect.Session
 }
 
 func (e *acquireError) Error() string { return e.err.Error() }
@@ -111,22 +113,7 @@ func (r *rows) Inspect(ctx context.Context, key string) (distlock.Holder, time.D
 func (r *rows) Retryable(err error) bool { return r.d.Retryable(err) }
 
 func (r *rows) Definite(err error) bool {
-	var ns *notSentError
-	return errors.As(err, &ns) || r.d.Definite(err)
-}
-
-// A BatchRenewer is a Dialect that can renew many rows in one statement. The
-// Locker of such a Dialect sends the Renews that come while one of its statements
-// is in flight as the next batch (driver.Batcher), so that many leases
-// (distlock.Hold of thousands) share round trips: each Renew still gets its own
-// row's result, returns by its own context, and its Expires counts from before it
-// was called. A statement in flight for longer than 100ms (a row locked by a long
-// transaction, a dead connection) no longer holds up the Renews behind it.
-type BatchRenewer interface {
-	// RenewBatch is Dialect.Renew of rs[i] for ttls[i], for every i, in one
-	// statement; no two of rs have the same Hash and Token. held[i] is Renew's
-	// held for rs[i].
-	RenewBatch(ctx context.Context, rs []Row, ttls []time.Duration) (held []bool, err error)
+	return driver.IsNotSent(err) || r.d.Definite(err)
 }
 
 // The Renew batches: at most maxRenewBatch rows; a statement stops holding up the
@@ -137,19 +124,19 @@ const (
 )
 
 type renewReq struct {
-	r   Row
+	r   sqldialect.Row
 	ttl time.Duration
 }
 
 // newRenews returns the batcher of the Renews of br, whose statements stop holding
 // up the queue after stall, and whose goroutines goFn runs.
-func newRenews(br BatchRenewer, d Dialect, stall time.Duration, goFn func(func())) *driver.Batcher[renewReq, bool] {
+func newRenews(br sqldialect.BatchRenewer, d sqldialect.Dialect, stall time.Duration, goFn func(func())) *driver.Batcher[renewReq, bool] {
 	send := func(ctx context.Context, reqs []renewReq) ([]bool, error) {
 		if len(reqs) == 1 { // the plain statement
 			held, err := d.Renew(ctx, reqs[0].r, reqs[0].ttl)
 			return []bool{held}, err
 		}
-		rs := make([]Row, len(reqs))
+		rs := make([]sqldialect.Row, len(reqs))
 		ttls := make([]time.Duration, len(reqs))
 		for i, q := range reqs {
 			rs[i], ttls[i] = q.r, q.ttl

@@ -3,21 +3,23 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/distlock/distlock/sqllock"
+	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/sqllock/sqldialect"
+
 	"github.com/distlock/distlock/sqllock/internal/calls"
 	gomysql "github.com/go-sql-driver/mysql"
 )
 
-// highWater is the key_hash of the high-water row (sqllock.HighWaterHash) as an SQL
+// highWater is the key_hash of the high-water row (sqldialect.HighWaterHash) as an SQL
 // literal.
-var highWater = "X'" + strings.Repeat("00", len(sqllock.HighWaterHash)) + "'"
+var highWater = "X'" + strings.Repeat("00", len(sqldialect.HighWaterHash)) + "'"
 
 // statements are the SQL of one table.
 type statements struct {
@@ -31,7 +33,7 @@ type statements struct {
 const cutoff = `UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND`
 
 func newStatements(table string) statements {
-	t := sqllock.QuoteTable(table, '`')
+	t := sqldialect.QuoteTable(table, '`')
 	// won is the takeover condition. It is repeated in each assignment, and
 	// expires_at is assigned last: MySQL evaluates the assignments left to right and
 	// later ones see the new values (MariaDB too, unless SIMULTANEOUS_ASSIGNMENT is
@@ -49,7 +51,7 @@ func newStatements(table string) statements {
 	owner VARCHAR(255) CHARACTER SET utf8mb4 NOT NULL
 ) ENGINE=InnoDB`},
 		highWater: []string{`INSERT INTO ` + t + ` (key_hash, lock_key, token, fence, expires_at, owner)
-VALUES (` + highWater + `, '', '', 0, '1970-01-01 00:00:00', '` + sqllock.HighWaterOwner + `')
+VALUES (` + highWater + `, '', '', 0, '1970-01-01 00:00:00', '` + sqldialect.HighWaterOwner + `')
 ON DUPLICATE KEY UPDATE key_hash = key_hash`},
 		// takeover takes an expired row over (expires_at is assigned last, and the
 		// WHERE is evaluated before any assignment): the common case, cheaper than
@@ -106,7 +108,7 @@ type dialect struct {
 	sql   statements
 }
 
-var _ sqllock.Dialect = (*dialect)(nil)
+var _ sqldialect.Dialect = (*dialect)(nil)
 
 // setup creates the table unless skip is set, and adds its high-water row.
 func (d *dialect) setup(ctx context.Context, skip bool) error {
@@ -129,17 +131,17 @@ func (d *dialect) setup(ctx context.Context, skip bool) error {
 	return nil
 }
 
-func (d *dialect) Acquire(ctx context.Context, r sqllock.Row, ttl time.Duration) (int64, bool, sqllock.Session, error) {
+func (d *dialect) Acquire(ctx context.Context, r sqldialect.Row, ttl time.Duration) (int64, bool, sqldialect.Session, error) {
 	c, err := d.db.Conn(ctx)
 	if err != nil {
-		return 0, false, sqllock.Session{}, sqllock.NotSent(err)
+		return 0, false, sqldialect.Session{}, driver.NotSent(err)
 	}
 	defer c.Close()
 	cid, err := d.ids.of(ctx, c)
 	if err != nil {
-		return 0, false, sqllock.Session{}, sqllock.NotSent(err)
+		return 0, false, sqldialect.Session{}, driver.NotSent(err)
 	}
-	sess := sqllock.Session{ID: cid}
+	sess := sqldialect.Session{ID: cid}
 	us := calls.Micros(ttl)
 	res, err := c.ExecContext(ctx, d.sql.takeover, r.Token, d.owner, us, r.Hash, r.Key)
 	if err != nil {
@@ -172,14 +174,14 @@ func (d *dialect) Acquire(ctx context.Context, r sqllock.Row, ttl time.Duration)
 // process list still shows it: a connection leaves the list after its transaction
 // has been rolled back or committed. A user may kill its own connections without
 // any privilege.
-func (d *dialect) EndSession(ctx context.Context, s sqllock.Session) error {
+func (d *dialect) EndSession(ctx context.Context, s sqldialect.Session) error {
 	_, err := d.db.ExecContext(ctx, "KILL CONNECTION "+strconv.FormatInt(s.ID, 10))
 	var me *gomysql.MySQLError
 	switch {
 	case errors.As(err, &me) && me.Number == 1094: // ER_NO_SUCH_THREAD: gone
 		return nil
 	case errors.As(err, &me):
-		return fmt.Errorf("%w %d: %w", sqllock.ErrCannotEnd, s.ID, err)
+		return fmt.Errorf("%w %d: %w", sqldialect.ErrCannotEnd, s.ID, err)
 	case err != nil:
 		return err
 	}
@@ -188,12 +190,12 @@ func (d *dialect) EndSession(ctx context.Context, s sqllock.Session) error {
 		return err
 	}
 	if n > 0 {
-		return sqllock.ErrSessionLive
+		return sqldialect.ErrSessionLive
 	}
 	return nil
 }
 
-func (d *dialect) Renew(ctx context.Context, r sqllock.Row, ttl time.Duration) (bool, error) {
+func (d *dialect) Renew(ctx context.Context, r sqldialect.Row, ttl time.Duration) (bool, error) {
 	res, err := d.db.ExecContext(ctx, d.sql.renew, calls.Micros(ttl), r.Hash, r.Key, r.Token)
 	if err != nil {
 		return false, err
@@ -215,7 +217,7 @@ func (d *dialect) Renew(ctx context.Context, r sqllock.Row, ttl time.Duration) (
 	return held == 1, nil
 }
 
-func (d *dialect) Release(ctx context.Context, r sqllock.Row) (bool, error) {
+func (d *dialect) Release(ctx context.Context, r sqldialect.Row) (bool, error) {
 	// expires_at only moves back, so a released row always counts as affected.
 	res, err := d.db.ExecContext(ctx, d.sql.release, r.Hash, r.Key, r.Token)
 	if err != nil {
@@ -228,8 +230,8 @@ func (d *dialect) Release(ctx context.Context, r sqllock.Row) (bool, error) {
 	return n == 1, nil
 }
 
-func (d *dialect) Inspect(ctx context.Context, r sqllock.Row) (sqllock.RowState, bool, error) {
-	var st sqllock.RowState
+func (d *dialect) Inspect(ctx context.Context, r sqldialect.Row) (sqldialect.RowState, bool, error) {
+	var st sqldialect.RowState
 	var us int64
 	err := d.db.QueryRowContext(ctx, d.sql.inspect, r.Hash, r.Key).Scan(&st.Fence, &st.Owner, &us)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -303,5 +305,5 @@ func (d *dialect) Retryable(err error) bool {
 func (d *dialect) Definite(err error) bool {
 	var me *gomysql.MySQLError
 	// The driver returns driver.ErrBadConn only when it sent nothing.
-	return errors.As(err, &me) || errors.Is(err, driver.ErrBadConn)
+	return errors.As(err, &me) || errors.Is(err, sqldriver.ErrBadConn)
 }

@@ -19,7 +19,7 @@
 // distlock.Lock's waiters do not each poll the database.
 //
 // Renews that come while one is in flight (distlock.Hold of many leases) run as one
-// batch of up to 1,000 (see sqllock.BatchRenewer): MySQL has no UPDATE ...
+// batch of up to 1,000 (see sqldialect.BatchRenewer): MySQL has no UPDATE ...
 // RETURNING, so a batch is one transaction of an UPDATE of its rows and a SELECT
 // of the rows renewed, both against one reading of UTC_TIMESTAMP(6) (five
 // statements with BEGIN and COMMIT), and each Renew still gets its own row's

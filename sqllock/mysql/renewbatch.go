@@ -8,11 +8,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/distlock/distlock/sqllock"
+	"github.com/distlock/distlock/sqllock/sqldialect"
+
 	"github.com/distlock/distlock/sqllock/internal/calls"
 )
 
-var _ sqllock.BatchRenewer = (*dialect)(nil)
+var _ sqldialect.BatchRenewer = (*dialect)(nil)
 
 // MySQL has no UPDATE ... RETURNING, so RenewBatch runs, in one transaction, an
 // UPDATE of the batch's rows and a SELECT of the rows that it renewed, both
@@ -41,7 +42,7 @@ const (
 // batchWhere returns the condition that selects the rows of rs, by (key_hash,
 // lock_key, token), and its arguments; the key_hash IN list lets the primary key
 // find them.
-func batchWhere(rs []sqllock.Row) (string, []any) {
+func batchWhere(rs []sqldialect.Row) (string, []any) {
 	var b strings.Builder
 	args := make([]any, 0, 4*len(rs))
 	b.WriteString("key_hash IN (")
@@ -65,8 +66,8 @@ func batchWhere(rs []sqllock.Row) (string, []any) {
 }
 
 // RenewBatch renews rs in one transaction of a few statements per distinct ttl
-// (sqllock.BatchRenewer); see batchNow.
-func (d *dialect) RenewBatch(ctx context.Context, rs []sqllock.Row, ttls []time.Duration) ([]bool, error) {
+// (sqldialect.BatchRenewer); see batchNow.
+func (d *dialect) RenewBatch(ctx context.Context, rs []sqldialect.Row, ttls []time.Duration) ([]bool, error) {
 	byTTL := make(map[int64][]int) // microseconds -> indexes of rs
 	var order []int64
 	for i, ttl := range ttls {
@@ -87,7 +88,7 @@ func (d *dialect) RenewBatch(ctx context.Context, rs []sqllock.Row, ttls []time.
 	held := make([]bool, len(rs))
 	for _, us := range order {
 		idx := byTTL[us]
-		part := make([]sqllock.Row, len(idx))
+		part := make([]sqldialect.Row, len(idx))
 		for j, i := range idx {
 			part[j] = rs[i]
 		}
@@ -103,7 +104,7 @@ func (d *dialect) RenewBatch(ctx context.Context, rs []sqllock.Row, ttls []time.
 
 // renewPart renews part (rs[idx[j]] for every j) for us microseconds in tx and
 // sets held[idx[j]] for the rows renewed.
-func (d *dialect) renewPart(ctx context.Context, tx *sql.Tx, part []sqllock.Row, us int64, idx []int, held []bool) error {
+func (d *dialect) renewPart(ctx context.Context, tx *sql.Tx, part []sqldialect.Row, us int64, idx []int, held []bool) error {
 	where, args := batchWhere(part)
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf(batchRenew, d.sql.table, where), append([]any{us}, args...)...); err != nil {
 		return err

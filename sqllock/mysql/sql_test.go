@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock/sqllock/sqldialect"
+
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/faultproxy"
 	"github.com/distlock/distlock/sqllock"
@@ -42,7 +44,7 @@ func TestSQL(t *testing.T) {
 		DDL:    DDL,
 		Schema: "distlock", // the test database (testenv.MariaDBDatabase)
 		InsertExpired: func(table string) string {
-			return "INSERT INTO " + sqllock.QuoteTable(table, '`') + " VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR, 'x')"
+			return "INSERT INTO " + sqldialect.QuoteTable(table, '`') + " VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR, 'x')"
 		},
 	})
 }

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/distlock/distlock/sqllock"
+	"github.com/distlock/distlock/sqllock/sqldialect"
 )
 
 // Acquires shared by concurrent callers.
@@ -59,7 +59,7 @@ type result struct {
 	// known is false when err leaves the call's outcome unknown (the batch's
 	// statement may have committed): then sess is the batch's session.
 	known bool
-	sess  sqllock.Session
+	sess  sqldialect.Session
 }
 
 // A batch is the calls of one round trip.
@@ -245,7 +245,7 @@ type handles struct {
 }
 
 // add returns the session that names c.
-func (h *handles) add(c *call) sqllock.Session {
+func (h *handles) add(c *call) sqldialect.Session {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.calls == nil {
@@ -253,11 +253,11 @@ func (h *handles) add(c *call) sqllock.Session {
 	}
 	h.last++
 	h.calls[h.last] = c
-	return sqllock.Session{ID: -h.last}
+	return sqldialect.Session{ID: -h.last}
 }
 
 // take removes and returns the call that s names (nil if none).
-func (h *handles) take(s sqllock.Session) *call {
+func (h *handles) take(s sqldialect.Session) *call {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := h.calls[-s.ID]
@@ -270,7 +270,7 @@ func (h *handles) take(s sqllock.Session) *call {
 // more for the call after that), then, when the call's outcome is unknown, ends
 // the batch's session and waits until it is gone. The handle is used once: a
 // later call finds nothing to wait for.
-func (d *dialect) endBatch(ctx context.Context, s sqllock.Session) error {
+func (d *dialect) endBatch(ctx context.Context, s sqldialect.Session) error {
 	c := d.gaveUp.take(s)
 	if c == nil {
 		return nil
@@ -286,7 +286,7 @@ func (d *dialect) endBatch(ctx context.Context, s sqllock.Session) error {
 	sleep := time.Millisecond
 	for {
 		err := d.EndSession(ctx, c.res.sess)
-		if err == nil || errors.Is(err, sqllock.ErrCannotEnd) {
+		if err == nil || errors.Is(err, sqldialect.ErrCannotEnd) {
 			return err
 		}
 		t := time.NewTimer(sleep)

@@ -3,7 +3,9 @@ package postgres
 import (
 	"context"
 
-	"github.com/distlock/distlock/sqllock"
+	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/sqllock/sqldialect"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -21,13 +23,13 @@ import (
 func (d *dialect) runBatch(ctx context.Context, cs []*call) {
 	c, err := d.pool.Acquire(ctx)
 	if err != nil {
-		setAll(cs, result{err: sqllock.NotSent(err), known: true})
+		setAll(cs, result{err: driver.NotSent(err), known: true})
 		return
 	}
 	defer c.Release()
 	sess, err := d.session(ctx, c)
 	if err != nil {
-		setAll(cs, result{err: sqllock.NotSent(err), known: true})
+		setAll(cs, result{err: driver.NotSent(err), known: true})
 		return
 	}
 	if len(cs) == 1 {
@@ -68,7 +70,7 @@ func (d *dialect) runBatch(ctx context.Context, cs []*call) {
 }
 
 // runOn runs the acquire of x alone on c, whose session is sess.
-func (d *dialect) runOn(ctx context.Context, c *pgxpool.Conn, x *call, sess sqllock.Session) {
+func (d *dialect) runOn(ctx context.Context, c *pgxpool.Conn, x *call, sess sqldialect.Session) {
 	x.res = d.acquireOn(ctx, c, x.r)
 	x.res.sess = sess
 }

@@ -8,7 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/distlock/distlock/sqllock"
+	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/sqllock/sqldialect"
+
 	"github.com/distlock/distlock/sqllock/internal/calls"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -38,8 +40,8 @@ func newDialect(pool *pgxpool.Pool, owner, table string) *dialect {
 }
 
 var (
-	_ sqllock.Dialect      = (*dialect)(nil)
-	_ sqllock.BatchRenewer = (*dialect)(nil)
+	_ sqldialect.Dialect      = (*dialect)(nil)
+	_ sqldialect.BatchRenewer = (*dialect)(nil)
 )
 
 // sessionKey is where a connection's session is kept in its PgConn.CustomData.
@@ -85,7 +87,7 @@ func (d *dialect) exec(ctx context.Context, q string) error {
 	})
 }
 
-func (d *dialect) Acquire(ctx context.Context, r sqllock.Row, ttl time.Duration) (int64, bool, sqllock.Session, error) {
+func (d *dialect) Acquire(ctx context.Context, r sqldialect.Row, ttl time.Duration) (int64, bool, sqldialect.Session, error) {
 	args := rowArgs{hash: r.Hash, key: r.Key, token: r.Token, us: calls.Micros(ttl)}
 	if !d.batched {
 		return acquired(d.acquireAlone(ctx, args))
@@ -99,7 +101,7 @@ func (d *dialect) Acquire(ctx context.Context, r sqllock.Row, ttl time.Duration)
 		var ok, queued bool
 		if res, ok, queued = d.fl.wait(ctx, c); !ok {
 			if queued {
-				return 0, false, sqllock.Session{}, sqllock.NotSent(ctx.Err())
+				return 0, false, sqldialect.Session{}, driver.NotSent(ctx.Err())
 			}
 			// The batch may still take the row: the cleanup's EndSession waits
 			// for the batch (ending its session only if its outcome is unknown),
@@ -111,7 +113,7 @@ func (d *dialect) Acquire(ctx context.Context, r sqllock.Row, ttl time.Duration)
 }
 
 // acquired returns res as Dialect.Acquire's results.
-func acquired(res result) (int64, bool, sqllock.Session, error) {
+func acquired(res result) (int64, bool, sqldialect.Session, error) {
 	switch {
 	case res.err != nil:
 		return 0, false, res.sess, res.err
@@ -125,12 +127,12 @@ func acquired(res result) (int64, bool, sqllock.Session, error) {
 func (d *dialect) acquireAlone(ctx context.Context, r rowArgs) result {
 	c, err := d.pool.Acquire(ctx)
 	if err != nil {
-		return result{err: sqllock.NotSent(err), known: true}
+		return result{err: driver.NotSent(err), known: true}
 	}
 	defer c.Release()
 	sess, err := d.session(ctx, c)
 	if err != nil {
-		return result{err: sqllock.NotSent(err), known: true}
+		return result{err: driver.NotSent(err), known: true}
 	}
 	res := d.acquireOn(ctx, c, r)
 	res.sess = sess
@@ -170,27 +172,27 @@ func (d *dialect) insertOn(ctx context.Context, c *pgxpool.Conn, r rowArgs) resu
 // CustomData. It is zero (cannot be ended) when the server's pid is not the one
 // the connection reported at startup: a pooler such as PgBouncer is in between,
 // and the session may serve other clients.
-func (d *dialect) session(ctx context.Context, c *pgxpool.Conn) (sqllock.Session, error) {
+func (d *dialect) session(ctx context.Context, c *pgxpool.Conn) (sqldialect.Session, error) {
 	pc := c.Conn().PgConn()
-	if s, ok := pc.CustomData()[sessionKey].(sqllock.Session); ok {
+	if s, ok := pc.CustomData()[sessionKey].(sqldialect.Session); ok {
 		return s, nil
 	}
 	var pid int32
 	var start time.Time
 	err := c.QueryRow(ctx, sessionSQL).Scan(&pid, &start)
-	var s sqllock.Session
+	var s sqldialect.Session
 	switch {
 	case err == nil && uint32(pid) == pc.PID():
-		s = sqllock.Session{ID: int64(pid), Start: start}
+		s = sqldialect.Session{ID: int64(pid), Start: start}
 	case err == nil, errors.Is(err, pgx.ErrNoRows):
 	default:
-		return sqllock.Session{}, err
+		return sqldialect.Session{}, err
 	}
 	pc.CustomData()[sessionKey] = s
 	return s, nil
 }
 
-func (d *dialect) EndSession(ctx context.Context, s sqllock.Session) error {
+func (d *dialect) EndSession(ctx context.Context, s sqldialect.Session) error {
 	if s.ID < 0 {
 		return d.endBatch(ctx, s)
 	}
@@ -201,16 +203,16 @@ func (d *dialect) EndSession(ctx context.Context, s sqllock.Session) error {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil // gone
 	case errors.As(err, &pe):
-		return fmt.Errorf("%w %d: %w", sqllock.ErrCannotEnd, s.ID, err)
+		return fmt.Errorf("%w %d: %w", sqldialect.ErrCannotEnd, s.ID, err)
 	case err != nil:
 		return err
 	case !ended:
-		return sqllock.ErrSessionLive // or exited just before the call: the next look tells
+		return sqldialect.ErrSessionLive // or exited just before the call: the next look tells
 	}
 	return nil
 }
 
-func (d *dialect) Renew(ctx context.Context, r sqllock.Row, ttl time.Duration) (bool, error) {
+func (d *dialect) Renew(ctx context.Context, r sqldialect.Row, ttl time.Duration) (bool, error) {
 	tag, err := d.pool.Exec(ctx, d.sql.renew, r.Hash, r.Key, r.Token, calls.Micros(ttl))
 	if err != nil {
 		return false, err
@@ -218,8 +220,8 @@ func (d *dialect) Renew(ctx context.Context, r sqllock.Row, ttl time.Duration) (
 	return tag.RowsAffected() == 1, nil
 }
 
-// RenewBatch renews rs in one statement (sqllock.BatchRenewer).
-func (d *dialect) RenewBatch(ctx context.Context, rs []sqllock.Row, ttls []time.Duration) ([]bool, error) {
+// RenewBatch renews rs in one statement (sqldialect.BatchRenewer).
+func (d *dialect) RenewBatch(ctx context.Context, rs []sqldialect.Row, ttls []time.Duration) ([]bool, error) {
 	hs, ks, ts := make([][]byte, len(rs)), make([][]byte, len(rs)), make([][]byte, len(rs))
 	us := make([]int64, len(rs))
 	for i, r := range rs {
@@ -245,7 +247,7 @@ func (d *dialect) RenewBatch(ctx context.Context, rs []sqllock.Row, ttls []time.
 
 // Release runs its own statement, on a pooled connection: it never waits for the
 // acquires in flight.
-func (d *dialect) Release(ctx context.Context, r sqllock.Row) (bool, error) {
+func (d *dialect) Release(ctx context.Context, r sqldialect.Row) (bool, error) {
 	tag, err := d.pool.Exec(ctx, d.sql.release, r.Hash, r.Key, r.Token, d.table, keyID(r.Hash))
 	if err != nil {
 		return false, err
@@ -253,8 +255,8 @@ func (d *dialect) Release(ctx context.Context, r sqllock.Row) (bool, error) {
 	return tag.RowsAffected() == 1, nil
 }
 
-func (d *dialect) Inspect(ctx context.Context, r sqllock.Row) (sqllock.RowState, bool, error) {
-	var st sqllock.RowState
+func (d *dialect) Inspect(ctx context.Context, r sqldialect.Row) (sqldialect.RowState, bool, error) {
+	var st sqldialect.RowState
 	var us int64
 	err := d.pool.QueryRow(ctx, d.sql.inspect, r.Hash, r.Key).Scan(&st.Fence, &st.Owner, &us)
 	if errors.Is(err, pgx.ErrNoRows) {

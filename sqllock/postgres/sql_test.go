@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/distlock/distlock/sqllock/sqldialect"
+
 	"github.com/distlock/distlock/faultproxy"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/distlock/distlock/sqllock/internal/sqltest"
@@ -41,7 +43,7 @@ func TestSQL(t *testing.T) {
 		DDL:    DDL,
 		Schema: "app",
 		InsertExpired: func(table string) string {
-			return `INSERT INTO ` + sqllock.QuoteTable(table, '"') + ` VALUES ($1, $2, $3, $4, now() - interval '1 hour', 'x')`
+			return `INSERT INTO ` + sqldialect.QuoteTable(table, '"') + ` VALUES ($1, $2, $3, $4, now() - interval '1 hour', 'x')`
 		},
 		MultiStatement: true,
 	})

@@ -6,13 +6,14 @@ import (
 	"encoding/hex"
 	"strings"
 
-	"github.com/distlock/distlock/sqllock"
+	"github.com/distlock/distlock/sqllock/sqldialect"
+
 	"github.com/jackc/pgx/v5"
 )
 
-// highWater is the key_hash of the high-water row (sqllock.HighWaterHash) as an
+// highWater is the key_hash of the high-water row (sqldialect.HighWaterHash) as an
 // SQL expression that does not depend on standard_conforming_strings.
-var highWater = "decode('" + strings.Repeat("00", len(sqllock.HighWaterHash)) + "', 'hex')"
+var highWater = "decode('" + strings.Repeat("00", len(sqldialect.HighWaterHash)) + "', 'hex')"
 
 // heldSetting is the setting in which acquire marks a key held: a placeholder
 // (custom) setting, set for the statement's transaction only.
@@ -32,7 +33,7 @@ type statements struct {
 // newStatements returns the statements of table, by what they do: the DDL, the
 // names that Waits and releases share, acquire, renew, release, and Prune.
 func newStatements(table string) statements {
-	t := sqllock.QuoteTable(table, '"')
+	t := sqldialect.QuoteTable(table, '"')
 	s := statements{inspect: inspectSQL(t)}
 	s.create, s.highWater = ddlSQL(t)
 	s.channel, s.listen, s.tableID = waitNames(table)
@@ -58,7 +59,7 @@ func ddlSQL(t string) (create, highWaterRow []string) {
 	owner text NOT NULL
 )`}
 	highWaterRow = []string{`INSERT INTO ` + t + ` (key_hash, lock_key, token, fence, expires_at, owner)
-VALUES (` + highWater + `, '', '', 0, 'epoch', '` + sqllock.HighWaterOwner + `')
+VALUES (` + highWater + `, '', '', 0, 'epoch', '` + sqldialect.HighWaterOwner + `')
 ON CONFLICT (key_hash) DO NOTHING`}
 	return create, highWaterRow
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/distlock/distlock/sqllock/sqldialect"
+
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/sqllock"
@@ -65,7 +67,7 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 	qw := l.waiters.Join(p)
 	defer qw.Leave()
 
-	var st sqllock.RowState
+	var st sqldialect.RowState
 	var found bool
 	err = calls.Retry(ctx, l.d.Retryable, func() error {
 		var err error
@@ -105,7 +107,7 @@ func payload(key string) string {
 }
 
 // row returns the row of key, without a token.
-func row(key string) sqllock.Row {
+func row(key string) sqldialect.Row {
 	h := sha256.Sum256([]byte(key))
-	return sqllock.Row{Hash: h[:], Key: []byte(key)}
+	return sqldialect.Row{Hash: h[:], Key: []byte(key)}
 }

@@ -7,7 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/distlock/distlock/sqllock"
+	"github.com/distlock/distlock/sqllock/sqldialect"
+
 	msqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -16,9 +17,9 @@ import (
 // reads the clock once per statement step, in milliseconds.
 const now = `CAST(ROUND(unixepoch('subsec') * 1000) AS INTEGER)`
 
-// highWater is the key_hash of the high-water row (sqllock.HighWaterHash) as an SQL
+// highWater is the key_hash of the high-water row (sqldialect.HighWaterHash) as an SQL
 // literal.
-var highWater = "X'" + strings.Repeat("00", len(sqllock.HighWaterHash)) + "'"
+var highWater = "X'" + strings.Repeat("00", len(sqldialect.HighWaterHash)) + "'"
 
 // statements are the SQL of one table.
 type statements struct {
@@ -29,7 +30,7 @@ type statements struct {
 }
 
 func newStatements(table string) statements {
-	t := sqllock.QuoteTable(table, '"')
+	t := sqldialect.QuoteTable(table, '"')
 	candidate := `key_hash > ?1 AND key_hash <= ?2 AND expires_at < ` + now + ` - ?3`
 	return statements{
 		table: t,
@@ -42,7 +43,7 @@ func newStatements(table string) statements {
 	owner TEXT NOT NULL
 ) WITHOUT ROWID`},
 		highWater: []string{`INSERT INTO ` + t + ` (key_hash, lock_key, token, fence, expires_at, owner)
-VALUES (` + highWater + `, X'', X'', 0, 0, '` + sqllock.HighWaterOwner + `')
+VALUES (` + highWater + `, X'', X'', 0, 0, '` + sqldialect.HighWaterOwner + `')
 ON CONFLICT (key_hash) DO NOTHING`},
 		// In DO UPDATE, bare column names are the existing row's. A new row's fence
 		// starts above the high-water mark; SQLite runs one writer at a time, so
@@ -93,14 +94,14 @@ type dialect struct {
 	gate  *gate // of db: the writing statements run one at a time
 }
 
-var _ sqllock.Dialect = (*dialect)(nil)
+var _ sqldialect.Dialect = (*dialect)(nil)
 
 // Acquire names no session: the driver runs the statement in this process, in a
 // group commit of the gate. A call that returned before its group commit ended
 // (its context ended) is followed by the cleanup's release, which the gate runs in
 // a later group commit, so nothing of the acquire can reach the database after it
 // (see the package doc).
-func (d *dialect) Acquire(ctx context.Context, r sqllock.Row, ttl time.Duration) (int64, bool, sqllock.Session, error) {
+func (d *dialect) Acquire(ctx context.Context, r sqldialect.Row, ttl time.Duration) (int64, bool, sqldialect.Session, error) {
 	var fence int64
 	err := d.gate.do(ctx, func(ctx context.Context, c *sql.Conn) error {
 		err := c.QueryRowContext(ctx, d.sql.acquire, r.Hash, r.Key, r.Token, millis(ttl), d.owner).Scan(&fence)
@@ -110,22 +111,22 @@ func (d *dialect) Acquire(ctx context.Context, r sqllock.Row, ttl time.Duration)
 		return err
 	})
 	if err == nil && fence == 0 {
-		return 0, false, sqllock.Session{}, nil
+		return 0, false, sqldialect.Session{}, nil
 	}
 	if err != nil {
-		return 0, false, sqllock.Session{}, err
+		return 0, false, sqldialect.Session{}, err
 	}
-	return fence, true, sqllock.Session{}, nil
+	return fence, true, sqldialect.Session{}, nil
 }
 
 // EndSession is never called: Acquire names no session.
-func (d *dialect) EndSession(context.Context, sqllock.Session) error { return nil }
+func (d *dialect) EndSession(context.Context, sqldialect.Session) error { return nil }
 
-func (d *dialect) Renew(ctx context.Context, r sqllock.Row, ttl time.Duration) (bool, error) {
+func (d *dialect) Renew(ctx context.Context, r sqldialect.Row, ttl time.Duration) (bool, error) {
 	return d.update(ctx, d.sql.renew, r.Hash, r.Key, r.Token, millis(ttl))
 }
 
-func (d *dialect) Release(ctx context.Context, r sqllock.Row) (bool, error) {
+func (d *dialect) Release(ctx context.Context, r sqldialect.Row) (bool, error) {
 	return d.update(ctx, d.sql.release, r.Hash, r.Key, r.Token)
 }
 
@@ -148,8 +149,8 @@ func (d *dialect) update(ctx context.Context, q string, args ...any) (bool, erro
 	return n == 1, nil
 }
 
-func (d *dialect) Inspect(ctx context.Context, r sqllock.Row) (sqllock.RowState, bool, error) {
-	var st sqllock.RowState
+func (d *dialect) Inspect(ctx context.Context, r sqldialect.Row) (sqldialect.RowState, bool, error) {
+	var st sqldialect.RowState
 	var ms int64
 	err := d.db.QueryRowContext(ctx, d.sql.inspect, r.Hash, r.Key).Scan(&st.Fence, &st.Owner, &ms)
 	if errors.Is(err, sql.ErrNoRows) {

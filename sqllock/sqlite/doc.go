@@ -22,7 +22,7 @@
 // that arrive while a transaction commits share the next one, and its fsync. The
 // Renews that come while one is in flight (distlock.Hold of many leases) are also
 // one statement, UPDATE ... FROM (VALUES ...) ... RETURNING, of up to 1,000 rows
-// (see sqllock.BatchRenewer); each Renew still gets its own row's result.
+// (see sqldialect.BatchRenewer); each Renew still gets its own row's result.
 //
 // An acquire whose outcome is unknown leaves nothing behind to end: the driver
 // runs the statement in the calling process, and a call that returned while its

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/distlock/distlock/sqllock"
+	"github.com/distlock/distlock/sqllock/sqldialect"
 )
 
-var _ sqllock.BatchRenewer = (*dialect)(nil)
+var _ sqldialect.BatchRenewer = (*dialect)(nil)
 
 // renewBatchSQL returns the UPDATE ... FROM (VALUES ...) ... RETURNING that renews
 // n rows: each held row (no two of the batch with the same key_hash and token)
@@ -35,8 +35,8 @@ RETURNING key_hash, token`)
 }
 
 // RenewBatch renews rs in one statement, in the gate's next group commit
-// (sqllock.BatchRenewer).
-func (d *dialect) RenewBatch(ctx context.Context, rs []sqllock.Row, ttls []time.Duration) ([]bool, error) {
+// (sqldialect.BatchRenewer).
+func (d *dialect) RenewBatch(ctx context.Context, rs []sqldialect.Row, ttls []time.Duration) ([]bool, error) {
 	args := make([]any, 0, 4*len(rs))
 	at := make(map[string]int, len(rs)) // key_hash (32 bytes) + token -> index
 	for i, r := range rs {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/distlock/distlock/sqllock/sqldialect"
+
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/sqllock"
 	"github.com/distlock/distlock/sqllock/internal/sqltest"
@@ -43,7 +45,7 @@ func TestSQL(t *testing.T) {
 		DDL:    DDL,
 		Schema: "main",
 		InsertExpired: func(table string) string {
-			return "INSERT INTO " + sqllock.QuoteTable(table, '"') + " VALUES (?, ?, ?, ?, 0, 'x')"
+			return "INSERT INTO " + sqldialect.QuoteTable(table, '"') + " VALUES (?, ?, ?, ?, 0, 'x')"
 		},
 		MultiStatement: true,
 	})

@@ -8,34 +8,35 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock/sqllock/sqldialect"
+
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
-	"github.com/distlock/distlock/sqllock"
 	"github.com/stretchr/testify/require"
 )
 
 // A Counting is a Dialect that counts the calls that send statements.
 type Counting struct {
-	sqllock.Dialect
+	sqldialect.Dialect
 	N atomic.Int64
 }
 
-func (c *Counting) Acquire(ctx context.Context, r sqllock.Row, ttl time.Duration) (int64, bool, sqllock.Session, error) {
+func (c *Counting) Acquire(ctx context.Context, r sqldialect.Row, ttl time.Duration) (int64, bool, sqldialect.Session, error) {
 	c.N.Add(1)
 	return c.Dialect.Acquire(ctx, r, ttl)
 }
 
-func (c *Counting) Renew(ctx context.Context, r sqllock.Row, ttl time.Duration) (bool, error) {
+func (c *Counting) Renew(ctx context.Context, r sqldialect.Row, ttl time.Duration) (bool, error) {
 	c.N.Add(1)
 	return c.Dialect.Renew(ctx, r, ttl)
 }
 
-func (c *Counting) Release(ctx context.Context, r sqllock.Row) (bool, error) {
+func (c *Counting) Release(ctx context.Context, r sqldialect.Row) (bool, error) {
 	c.N.Add(1)
 	return c.Dialect.Release(ctx, r)
 }
 
-func (c *Counting) Inspect(ctx context.Context, r sqllock.Row) (sqllock.RowState, bool, error) {
+func (c *Counting) Inspect(ctx context.Context, r sqldialect.Row) (sqldialect.RowState, bool, error) {
 	c.N.Add(1)
 	return c.Dialect.Inspect(ctx, r)
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distlock/distlock/sqllock/sqldialect"
+
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/sqllock"
@@ -14,9 +16,9 @@ import (
 )
 
 // LeaseRow returns the row that sqllock keeps for lease.
-func LeaseRow(lease distlock.Lease) sqllock.Row {
+func LeaseRow(lease distlock.Lease) sqldialect.Row {
 	h := sha256.Sum256([]byte(lease.Key))
-	return sqllock.Row{Hash: h[:], Key: []byte(lease.Key), Token: []byte(lease.Token)}
+	return sqldialect.Row{Hash: h[:], Key: []byte(lease.Key), Token: []byte(lease.Token)}
 }
 
 // RenewBatchExact tests that rb.RenewBatch, on the table that l keeps its rows in,
@@ -24,7 +26,7 @@ func LeaseRow(lease distlock.Lease) sqllock.Row {
 // which leaves the expiry as it is), released, expired and foreign-token rows are
 // not; a renewed row's expiry is then at least the database's now + ttl, and a
 // released row stays released.
-func RenewBatchExact(t *testing.T, l Locker, rb sqllock.BatchRenewer) {
+func RenewBatchExact(t *testing.T, l Locker, rb sqldialect.BatchRenewer) {
 	key := func(i int) string { return Key(fmt.Sprintf("batch-%d", i)) }
 	held1, err := l.TryLock(OpCtx(t), key(1), time.Minute)
 	require.NoError(t, err)
@@ -39,7 +41,7 @@ func RenewBatchExact(t *testing.T, l Locker, rb sqllock.BatchRenewer) {
 	foreign.Token = driver.NewToken()
 	time.Sleep(100 * time.Millisecond) // expired's ttl lapses
 
-	rs := []sqllock.Row{LeaseRow(held1), LeaseRow(released), LeaseRow(held2), LeaseRow(expired), LeaseRow(foreign)}
+	rs := []sqldialect.Row{LeaseRow(held1), LeaseRow(released), LeaseRow(held2), LeaseRow(expired), LeaseRow(foreign)}
 	ttls := []time.Duration{2 * time.Minute, time.Minute, time.Second, time.Minute, time.Minute}
 	held, err := rb.RenewBatch(OpCtx(t), rs, ttls)
 	require.NoError(t, err)

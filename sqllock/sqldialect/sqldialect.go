@@ -1,15 +1,20 @@
-package sqllock
+// Package sqldialect is for the authors of SQL dialects of sqllock: the Dialect
+// interface a dialect implements (one statement per operation on the table of
+// leases), its types, and helpers. Applications use sqllock/postgres,
+// sqllock/mysql or sqllock/sqlite and never import it.
+package sqldialect
 
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 )
 
 // A Dialect runs the statements of one database on one table. The packages
 // sqllock/postgres, sqllock/mysql and sqllock/sqlite implement it and wrap the
-// Locker that NewLocker makes of it; it is exported for them (and for a dialect of
-// another database, which must keep the contracts below), not for applications.
+// Locker that sqllock.NewLocker makes of it; a dialect of another database must
+// keep the contracts below.
 //
 // Every method makes one attempt; the Locker validates, retries (Retryable),
 // bounds, and cleans up after an unknown outcome (Definite). Every statement that
@@ -23,7 +28,7 @@ type Dialect interface {
 	// (rounded up). won reports whether r.Token now owns the key; fence is then its
 	// fence. s names the database session that the statement was sent on, learned
 	// before it was sent (zero when it cannot be named). An error from before the
-	// statement was sent must be wrapped with NotSent.
+	// statement was sent must be wrapped with driver.NotSent.
 	Acquire(ctx context.Context, r Row, ttl time.Duration) (fence int64, won bool, s Session, err error)
 	// EndSession ends the database session s and returns nil once it has ended (or
 	// had ended before): no statement sent on it can commit after that. It returns
@@ -93,20 +98,33 @@ const HighWaterOwner = "distlock: fence high-water mark"
 var (
 	// ErrSessionLive is what Dialect.EndSession returns while the session has not
 	// ended yet.
-	ErrSessionLive = errors.New("sqllock: the database session has not ended yet")
+	ErrSessionLive = errors.New("sqldialect: the database session has not ended yet")
 	// ErrCannotEnd is wrapped by what Dialect.EndSession returns when the database
 	// refused to end the session.
-	ErrCannotEnd = errors.New("sqllock: cannot end the database session")
+	ErrCannotEnd = errors.New("sqldialect: cannot end the database session")
 )
 
-// notSentError wraps an error that ended an acquire before its statement was sent:
-// the statement had no effect.
-type notSentError struct{ err error }
+// A BatchRenewer is a Dialect that can renew many rows in one statement. The
+// Locker of such a Dialect sends the Renews that come while one of its statements
+// is in flight as the next batch (a driver.Batcher), so that many leases
+// (distlock.Hold of thousands) share round trips: each Renew still gets its own
+// row's result, returns by its own context, and its Expires counts from before it
+// was called. A statement in flight for longer than 100ms (a row locked by a long
+// transaction, a dead connection) no longer holds up the Renews behind it.
+type BatchRenewer interface {
+	// RenewBatch is Dialect.Renew of rs[i] for ttls[i], for every i, in one
+	// statement; no two of rs have the same Hash and Token. held[i] is Renew's
+	// held for rs[i].
+	RenewBatch(ctx context.Context, rs []Row, ttls []time.Duration) (held []bool, err error)
+}
 
-func (e *notSentError) Error() string { return e.err.Error() }
-func (e *notSentError) Unwrap() error { return e.err }
-
-// NotSent wraps err, an error that ended Dialect.Acquire before its statement was
-// sent (no connection, the session could not be named), so that the Locker knows
-// the statement had no effect.
-func NotSent(err error) error { return &notSentError{err} }
+// QuoteTable returns table, a name that sqllock.Options.WithDefaults accepted, with each part
+// quoted by q: a double quote for PostgreSQL and SQLite, a backtick for MySQL. The
+// parts are identifiers, so they contain no quote characters.
+func QuoteTable(table string, q byte) string {
+	parts := strings.Split(table, ".")
+	for i, p := range parts {
+		parts[i] = string(q) + p + string(q)
+	}
+	return strings.Join(parts, ".")
+}
