@@ -198,9 +198,9 @@ func (s *Session) Timeout() time.Duration {
 // deletions that a Locker's Close, a cancelled TryLock or an Unlock whose outcome
 // was unknown left running) ends with it, and stops before the connection closes,
 // so that none of its requests meets the close. Close returns once go-zookeeper's
-// goroutines of the connection have ended: within about a second (the wait for
-// the server's answer to the session's close), also when the server does not
-// answer. So do not call it from a zk.WithEventCallback function, which runs on
+// goroutines of the connection have ended: within seconds (go-zookeeper waits up
+// to a second for the server's answer to the session's close), also when the
+// server does not answer. So do not call it from a zk.WithEventCallback function, which runs on
 // one of those goroutines. Close the Session rather than its Conn: a Conn closed by
 // itself is noticed only once go-zookeeper ends its connection loop.
 func (s *Session) Close() {
