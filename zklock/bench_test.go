@@ -14,6 +14,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/conformance"
 	"github.com/distlock/distlock/driver"
+	"github.com/distlock/distlock/internal/testenv"
 	"github.com/distlock/distlock/zklock"
 )
 
@@ -283,5 +284,62 @@ func handoff(b *testing.B, lockers []func() (unlock func())) {
 	slices.Sort(gaps)
 	if len(gaps) > 0 {
 		b.ReportMetric(float64(gaps[len(gaps)/2])/1e6, "gap-p50-ms")
+	}
+}
+
+// BenchmarkRenewMany renews 2,000 leases of one Locker at once, as distlock.Hold
+// does with many leases (W5): time and server requests per renewal, with Renew's
+// checks gathered into shared multis (batched) and with one multi per check (each).
+func BenchmarkRenewMany(b *testing.B) {
+	warmUp(b)
+	const n = 2000
+	for _, mode := range []struct {
+		name string
+		each bool
+	}{{"batched", false}, {"each", true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			ctx := context.Background()
+			w := newWire()
+			opts := *quiet
+			opts.Dialer = w.dial
+			s, err := zklock.Connect(ctx, standaloneAddrs(), 30*time.Second, &opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			l, err := zklock.New(s, &zklock.Options{TickTime: testenv.ZooKeeperTickTime})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = l.Close() }()
+			l.SetCheckEach(mode.each)
+			prefix := "bench-renew-" + driver.NewToken()[:10] + "-"
+			leases := make([]distlock.Lease, n)
+			for i := range leases {
+				if leases[i], err = l.TryLock(ctx, prefix+strconv.Itoa(i), time.Minute); err != nil {
+					b.Fatal(err)
+				}
+			}
+			w.reset()
+			rounds := 0
+			for b.Loop() {
+				var wg sync.WaitGroup
+				for i := range leases {
+					wg.Go(func() {
+						r, err := l.Renew(ctx, leases[i], time.Minute)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						leases[i] = r
+					})
+				}
+				wg.Wait()
+				rounds++
+			}
+			_, requests, _ := w.snapshot()
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(rounds*n), "ns/renewal")
+			b.ReportMetric(float64(requests)/float64(rounds*n), "requests/renewal")
+		})
 	}
 }

@@ -50,7 +50,7 @@ func (l *Locker) check(ctx context.Context, node string) error {
 	c := &l.checks
 	c.mu.Lock()
 	c.queue = append(c.queue, r)
-	fly := c.flights < maxCheckFlights
+	fly := c.flights < maxCheckFlights || l.checkEach
 	if fly {
 		c.flights++
 	}
@@ -83,8 +83,11 @@ func (l *Locker) sendChecks() {
 	c := &l.checks
 	for {
 		c.mu.Lock()
-		n, size := 0, 0
-		for n < len(c.queue) && n < maxCheckBatch && (n == 0 || size+len(c.queue[n].node) <= maxCheckBytes) {
+		n, size, most := 0, 0, maxCheckBatch
+		if l.checkEach {
+			most = 1
+		}
+		for n < len(c.queue) && n < most && (n == 0 || size+len(c.queue[n].node) <= maxCheckBytes) {
 			size += len(c.queue[n].node)
 			n++
 		}

@@ -77,5 +77,10 @@ func TestSessionRecordsEveryGrant(t *testing.T) {
 	least, most := s.bounds()
 	require.Equal(t, 2*time.Second, least)
 	require.Equal(t, 6*time.Second, most)
-	require.Equal(t, 2*time.Second-2*time.Second-100*time.Millisecond, leaseBound(least, most, 200*time.Millisecond))
+	// The bound counts the session timeout with the smallest grant and go-zookeeper's
+	// ping interval (a third of the timeout) with the largest: 2s - 6s/3 - 200ms/2,
+	// less than nothing: such a Session gives no lease at all (TryLock and Renew fail).
+	require.Equal(t, -100*time.Millisecond, leaseBound(least, most, 200*time.Millisecond))
+	// With distinct parts, each with its own weight: 9s - 12s/3 - 200ms/2.
+	require.Equal(t, 4900*time.Millisecond, leaseBound(9*time.Second, 12*time.Second, 200*time.Millisecond))
 }

@@ -14,7 +14,7 @@ func (l *Locker) leaseNode(op string, lease distlock.Lease) (handle, string, err
 		return handle{}, "", opError(op, lease.Key, err)
 	}
 	if err := driver.ValidateKey(lease.Key, MaxKeyLen); err != nil {
-		return handle{}, "", opError(op, lease.Key, fmt.Errorf("Lease: %w", err))
+		return handle{}, "", opError(op, lease.Key, fmt.Errorf("the lease's Key: %w", err))
 	}
 	h, ok := parseToken(lease.Token)
 	if !ok {

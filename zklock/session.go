@@ -39,11 +39,14 @@ type Session struct {
 	conn      *zk.Conn
 	ended     chan struct{} // closed by Close, or once the connection is closed otherwise
 	endedOnce sync.Once
+	loopDone  chan struct{} // closed once go-zookeeper's connection loop has ended
 
 	mu      sync.Mutex
 	granted time.Duration // at the latest handshake
 	least   time.Duration // the smallest grant so far
 	most    time.Duration // the largest grant so far
+	link    net.Conn      // the network connection dialed last
+	shut    bool          // the Session is closing: dial nothing more
 }
 
 // ConnectOptions configure Connect. A nil *ConnectOptions means all defaults.
@@ -103,17 +106,18 @@ func Connect(ctx context.Context, servers []string, sessionTimeout time.Duration
 			}
 			waiting = ev.Type != zk.EventSession || ev.State != zk.StateHasSession
 		case <-ctx.Done():
-			conn.Close()
+			s.closeConn(conn, events)
 			return fail(fmt.Errorf("no session with %v: %w", servers, ctx.Err()))
 		}
 	}
 	// The handshake answer was read before go-zookeeper announced the session.
 	if s.Timeout() <= 0 {
-		conn.Close()
+		s.closeConn(conn, events)
 		return fail(fmt.Errorf("%w: the granted session timeout was not seen: a zk.WithDialer in ConnectOptions.ZK replaced Connect's dialer (set ConnectOptions.Dialer instead)", distlock.ErrInvalid))
 	}
 	s.conn = conn
 	s.ended = make(chan struct{})
+	s.loopDone = make(chan struct{})
 	go s.watch(events)
 	return s, nil
 }
@@ -128,6 +132,29 @@ func (s *Session) watch(events <-chan zk.Event) {
 	for range events {
 	}
 	s.end()
+	close(s.loopDone)
+}
+
+// closeConn closes conn, and returns once go-zookeeper's connection loop has ended
+// (it closes events as it ends; the caller reads nothing more from events). It
+// closes the network connection itself once conn.Close returned, and dials no
+// other, so that the loop ends at once: go-zookeeper's Close waits at most a second
+// for the server's answer to the session's close, and without that answer its
+// loop would wait for a read deadline of 2/3 of the session timeout (10 times that
+// in a handshake), outliving Close.
+func (s *Session) closeConn(conn *zk.Conn, events <-chan zk.Event) {
+	conn.Close()
+	s.mu.Lock()
+	s.shut = true
+	link := s.link
+	s.mu.Unlock()
+	if link != nil {
+		_ = link.Close()
+	}
+	if events != nil {
+		for range events {
+		}
+	}
 }
 
 // end closes s.ended, once.
@@ -170,12 +197,16 @@ func (s *Session) Timeout() time.Duration {
 // that use the Session first, or after. The Lockers' background work (the
 // deletions that a Locker's Close, a cancelled TryLock or an Unlock whose outcome
 // was unknown left running) ends with it, and stops before the connection closes,
-// so that none of its requests meets the close. Close the Session rather than its
-// Conn: a Conn closed by itself is noticed only once go-zookeeper ends its
-// connection loop.
+// so that none of its requests meets the close. Close returns once go-zookeeper's
+// goroutines of the connection have ended: within seconds (go-zookeeper waits up
+// to a second for the server's answer to the session's close), also when the
+// server does not answer. So do not call it from a zk.WithEventCallback function, which runs on
+// one of those goroutines. Close the Session rather than its Conn: a Conn closed by
+// itself is noticed only once go-zookeeper ends its connection loop.
 func (s *Session) Close() {
 	s.end()
-	s.conn.Close()
+	s.closeConn(s.conn, nil)
+	<-s.loopDone
 }
 
 // bounds returns the smallest and the largest session timeout granted so far.
@@ -203,7 +234,14 @@ func (s *Session) dialer(dial zk.Dialer) zk.Dialer {
 		if err != nil {
 			return nil, err
 		}
-		return &handshakeConn{Conn: c, s: s}, nil
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.shut {
+			_ = c.Close()
+			return nil, net.ErrClosed
+		}
+		s.link = &handshakeConn{Conn: c, s: s}
+		return s.link, nil
 	}
 }
 

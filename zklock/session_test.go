@@ -3,6 +3,8 @@ package zklock_test
 import (
 	"context"
 	"net"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -145,4 +147,37 @@ func TestRenegotiatedTimeout(t *testing.T) {
 	default:
 	}
 	require.NoError(t, a.l.Unlock(ctxT(t), lease))
+}
+
+// connLoops counts the goroutines that run go-zookeeper's connection loop, one per
+// *zk.Conn that has not ended.
+func connLoops() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "go-zookeeper/zk.(*Conn).loop(")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// TestSessionCloseEndsItsGoroutines: Session.Close returns once go-zookeeper's
+// connection loop of its Conn has ended, also when the server's answer to the
+// session's close never comes (a stalled link): go-zookeeper's own Close returns
+// after a second, while its loop waits for a read deadline of 2/3 of the session
+// timeout.
+func TestSessionCloseEndsItsGoroutines(t *testing.T) {
+	p, err := faultproxy.New(zkSrv.Addr(), nil)
+	require.NoError(t, err)
+	defer p.Close()
+	before := connLoops()
+	sess, err := zklock.Connect(ctxT(t), []string{p.Addr()}, 6*time.Second, quiet)
+	require.NoError(t, err)
+	p.Stall()
+	start := time.Now()
+	sess.Close()
+	took := time.Since(start)
+	require.LessOrEqual(t, connLoops(), before, "go-zookeeper's connection loop outlived Session.Close (which took %v)", took)
+	require.Less(t, took, 5*time.Second, "Session.Close")
 }

@@ -34,16 +34,7 @@ func (l *Locker) validity(ttl time.Duration) (v, least time.Duration) {
 // fixed for the node's life) is read in the same round trip. It returns zk.ErrNoNode
 // when the node is gone.
 func (l *Locker) confirm(node string) (*zk.Stat, error) {
-	type statResult struct {
-		ok   bool
-		stat *zk.Stat
-		err  error
-	}
-	statc := make(chan statResult, 1)
-	go func() {
-		ok, stat, err := l.conn.Exists(node)
-		statc <- statResult{ok, stat, err}
-	}()
+	statc := l.existsAsync(node)
 	res, err := l.conn.Multi(&zk.CheckVersionRequest{Path: node, Version: -1})
 	if err == nil && len(res) > 0 {
 		err = res[0].Error
@@ -54,7 +45,7 @@ func (l *Locker) confirm(node string) (*zk.Stat, error) {
 		return nil, err
 	case sr.err != nil:
 		return nil, sr.err
-	case !sr.ok:
+	case !sr.exists:
 		return nil, zk.ErrNoNode
 	}
 	return sr.stat, nil

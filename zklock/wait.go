@@ -218,103 +218,143 @@ var errAbandoned = errors.New("zklock: wait abandoned")
 // connection broke) watches the waiter node just before its own, or at the head the
 // holder's node, and the TryLock that follows does the rest.
 func (l *Locker) queue(abandon <-chan struct{}, keyPath string) (path string, pre *preLock, err error) {
-	id := driver.NewToken()
-	path, err = l.conn.Create(waitNodePrefix(keyPath, id), nil, zk.FlagEphemeralSequential, l.o.ACL)
-	switch {
-	case errors.Is(err, zk.ErrNoNode):
-		return "", nil, nil // the key's node is gone: free
-	case connBroke(err):
-		// The create may have been applied: remove whatever it made.
-		l.reapWaiterID(keyPath, id)
-		return "", nil, err
-	case err != nil:
-		return "", nil, err
-	}
-	me, ok := parseWaiter(path[len(keyPath)+1:])
-	if !ok {
-		return path, nil, fmt.Errorf("unexpected waiter node name %s", path[len(keyPath)+1:])
-	}
-	noPre := !l.o.WaitContends // the head makes no lock node (see above)
-	dropPre := func() {
-		l.reapNode(pre.node, pre.owner)
-		pre, noPre = nil, true
+	w := &waiter{l: l, keyPath: keyPath, abandon: abandon, noPre: !l.o.WaitContends}
+	if err := w.join(); w.path == "" || err != nil {
+		return w.path, nil, err
 	}
 	for {
 		children, _, err := l.conn.Children(keyPath)
 		if errors.Is(err, zk.ErrNoNode) {
-			return path, nil, nil // free; our lock node, if any, went with the key node
+			return w.path, nil, nil // free; our lock node, if any, went with the key node
 		}
 		if err != nil {
-			return path, pre, err
+			return w.path, w.pre, err
 		}
-		if pre != nil {
-			lower, ok := below(children, pre.node[len(keyPath)+1:])
-			if !ok { // our lock node is gone: the session ended
-				pre, noPre = nil, true
-				continue
-			}
-			switch r, err := l.awaitLower(abandon, keyPath, lower); {
-			case err != nil:
-				return path, pre, err
-			case r == lowerGone:
-				return path, pre, nil // ours is the lowest: the lock is ours
-			case r == lowerLost:
-				// The watches ended with the session or the connection: the key may
-				// be free, and our lock node may be gone.
-				dropPre()
-				return path, nil, nil
-			}
-			continue
+		var done bool
+		if w.pre != nil {
+			done, err = w.awaitTurn(children)
+		} else {
+			done, err = w.step(children)
 		}
-		holder, held := lowest(children)
-		if !held {
-			return path, nil, nil // free
+		if done || err != nil {
+			return w.path, w.pre, err
 		}
-		target := holder.name
-		var ahead []contender // the waiters before us
-		for _, name := range children {
-			if w, ok := parseWaiter(name); ok && w.seq < me.seq {
-				ahead = append(ahead, w)
-			}
+	}
+}
+
+// A waiter is one Wait's place in its key's waiter queue (see queue).
+type waiter struct {
+	l       *Locker
+	keyPath string
+	abandon <-chan struct{} // the caller gave up
+	path    string          // the waiter node
+	me      contender       // its parsed name
+	pre     *preLock        // its lock node, when it has one
+	noPre   bool            // it makes no lock node (Options.WaitContends is off, or it failed)
+}
+
+// join creates the waiter node (w.path stays "" when the key's node is gone: the
+// key is free). After a lost reply it deletes whatever the create made.
+func (w *waiter) join() error {
+	id := driver.NewToken()
+	path, err := w.l.conn.Create(waitNodePrefix(w.keyPath, id), nil, zk.FlagEphemeralSequential, w.l.o.ACL)
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		return nil // the key's node is gone: free
+	case connBroke(err):
+		// The create may have been applied: remove whatever it made.
+		w.l.reapWaiterID(w.keyPath, id)
+		return err
+	case err != nil:
+		return err
+	}
+	w.path = path
+	me, ok := parseWaiter(path[len(w.keyPath)+1:])
+	if !ok {
+		return fmt.Errorf("unexpected waiter node name %s", path[len(w.keyPath)+1:])
+	}
+	w.me = me
+	return nil
+}
+
+// awaitTurn is one round of a waiter whose lock node (w.pre) is queued behind the
+// holder: it watches the contenders lower than its lock node (awaitLower), and is
+// done when they are gone (the lock is ours) or when the watches ended with the
+// session or the connection (the key may be free, and our lock node may be gone:
+// it is deleted, and w.pre is nil).
+func (w *waiter) awaitTurn(children []string) (done bool, err error) {
+	lower, ok := below(children, w.pre.node[len(w.keyPath)+1:])
+	if !ok { // our lock node is gone: the session ended
+		w.pre, w.noPre = nil, true
+		return false, nil
+	}
+	switch r, err := w.l.awaitLower(w.abandon, w.keyPath, lower); {
+	case err != nil:
+		return true, err
+	case r == lowerGone:
+		return true, nil // ours is the lowest: the lock is ours
+	case r == lowerLost:
+		w.l.reapNode(w.pre.node, w.pre.owner)
+		w.pre, w.noPre = nil, true
+		return true, nil
+	}
+	return false, nil
+}
+
+// step is one round of a waiter without a lock node: done when no lock node holds
+// the key; among the first preWaiters (unless w.noPre), it makes its lock node;
+// otherwise it watches the waiter preWaiters places before it (or the one just
+// before, with w.noPre), or the holder's node when no waiter is before it.
+func (w *waiter) step(children []string) (done bool, err error) {
+	holder, held := lowest(children)
+	if !held {
+		return true, nil // free
+	}
+	var ahead []contender // the waiters before us
+	for _, name := range children {
+		if x, ok := parseWaiter(name); ok && x.seq < w.me.seq {
+			ahead = append(ahead, x)
 		}
-		switch {
-		case len(ahead) < preWaiters && !noPre:
-			if pre, err = l.contend(keyPath); err != nil {
-				noPre = true
-			}
-			continue
-		case len(ahead) > 0:
-			// Watch the waiter preWaiters places before us (or the one just before,
-			// once the first waiters make no lock node): when it goes, we are among
-			// the first preWaiters. Each waiter node has one watcher at most.
-			slices.SortFunc(ahead, func(a, b contender) int { return cmp.Compare(a.seq, b.seq) })
-			k := 1
-			if !noPre {
-				k = preWaiters
-			}
-			target = ahead[len(ahead)-k].name
+	}
+	if len(ahead) < preWaiters && !w.noPre {
+		if w.pre, err = w.l.contend(w.keyPath); err != nil {
+			w.noPre = true
 		}
-		// GetW on a node that is already gone sets no watch; look again.
-		_, _, watch, err := l.conn.GetW(keyPath + "/" + target)
-		if errors.Is(err, zk.ErrNoNode) {
-			continue
+		return false, nil
+	}
+	target := holder.name
+	if len(ahead) > 0 {
+		// When the waiter we watch goes, we are among the first preWaiters (or the
+		// first). Each waiter node has one watcher at most.
+		slices.SortFunc(ahead, func(a, b contender) int { return cmp.Compare(a.seq, b.seq) })
+		k := 1
+		if !w.noPre {
+			k = preWaiters
 		}
-		if err != nil {
-			return path, pre, err
-		}
-		select {
-		case ev := <-watch:
-			if ev.Type == zk.EventNotWatching || parseContenderOK(target) {
-				// The holder's node is gone, or the watch ended with the session or
-				// the connection: the key may be free.
-				return path, nil, nil
-			}
-			// The waiter before us left: move up.
-		case <-abandon:
-			return path, pre, errAbandoned
-		case <-l.done:
-			return path, pre, distlock.ErrClosed
-		}
+		target = ahead[len(ahead)-k].name
+	}
+	return w.watch(target)
+}
+
+// watch waits for the node target (a waiter's, or the holder's) to go: done when it
+// was the holder's or when the watch ended with the session or the connection (the
+// key may be free); not done when a waiter before us left (we move up) or target
+// was gone already (GetW on a node that is gone sets no watch: look again).
+func (w *waiter) watch(target string) (done bool, err error) {
+	_, _, watch, err := w.l.conn.GetW(w.keyPath + "/" + target)
+	if errors.Is(err, zk.ErrNoNode) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	select {
+	case ev := <-watch:
+		return ev.Type == zk.EventNotWatching || parseContenderOK(target), nil
+	case <-w.abandon:
+		return false, errAbandoned
+	case <-w.l.done:
+		return false, distlock.ErrClosed
 	}
 }
 

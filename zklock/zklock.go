@@ -56,6 +56,7 @@ type Locker struct {
 	pending    map[string][]*pendingWait // waiter nodes for TryLock to claim, by key path
 	monitoring bool                      // the monitor goroutine runs
 	checks     checks                    // Renew's checks waiting for a multi
+	checkEach  bool                      // each check goes alone, at once (a measurement switch: see checks.go)
 
 	// renewHook, when not nil, runs in Renew after the server confirmed the lease
 	// and before Renew's answer is settled: tests put a loss of the lease there.

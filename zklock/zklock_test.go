@@ -528,7 +528,8 @@ func TestWaitQueue(t *testing.T) {
 		go func() { woke[i] <- waiters[i].l.Wait(ctx, key) }()
 		require.Eventually(t, waitersQueued(i+1), 5*time.Second, 10*time.Millisecond, fmt.Sprintf("waiter %d queued", i))
 	}
-	// expectWoken checks that waiter i wakes, and no other.
+	// expectWoken checks that waiter i wakes, and that none of the waiters behind
+	// it wakes within 200ms after it.
 	expectWoken := func(i int, what string) {
 		t.Helper()
 		select {
@@ -539,14 +540,12 @@ func TestWaitQueue(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("waiter %d not woken 5s after %s", i, what)
 		}
-		quiet := time.NewTimer(200 * time.Millisecond)
-		defer quiet.Stop()
+		time.Sleep(200 * time.Millisecond) // a quiet period: nobody else may wake in it
 		for j := i + 1; j < n; j++ {
 			select {
 			case err := <-woke[j]:
 				t.Fatalf("waiter %d woke (%v) after %s, before the waiters ahead of it had their turn", j, err, what)
-			case <-quiet.C:
-				return
+			default:
 			}
 		}
 	}
