@@ -199,7 +199,7 @@ func releaseAll(ctx context.Context, l distlock.Locker, held []*distlock.Held, p
 				}
 			}
 			if err != nil && !errors.Is(err, distlock.ErrNotHeld) {
-				ferr.set(fmt.Errorf("Release, then %d Unlocks: %w", w5Attempts, err))
+				ferr.set(fmt.Errorf("lease %q: Release, then %d Unlocks: %w", h.Lease().Key, w5Attempts, err))
 			}
 		})
 	}

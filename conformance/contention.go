@@ -66,85 +66,111 @@ func CheckHistory(history []Acquisition) []error {
 // unguarded counter (read, yield, write), so lost updates show overlap too.
 func (s *suite) testContention(t *testing.T) {
 	const clients, goroutines, keys, rounds = 8, 3, 3, 5
-	ttl := max(2*time.Second, 4*s.ttl)
-	var ks [keys]string
-	for i := range ks {
-		ks[i] = s.key(t)
+	run := &contentionRun{
+		keys:     make([]string, keys),
+		counters: make([]atomic.Int64, keys),
+		ttl:      max(2*time.Second, 4*s.ttl),
 	}
-	var (
-		mu       sync.Mutex
-		history  []Acquisition
-		counters [keys]atomic.Int64
-		failures []error
-		wg       sync.WaitGroup
-	)
+	for i := range run.keys {
+		run.keys[i] = s.key(t)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second+20*s.op)
 	defer cancel()
+	var wg sync.WaitGroup
 	for c := range clients {
 		l := s.client(t)
 		for g := range goroutines {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for r := range rounds {
-					k := (c + g + r) % keys
-					lease, start, acquired, err := acquire(ctx, l.Locker, ks[k], ttl)
-					first := lease.Expires
-					if err != nil {
-						mu.Lock()
-						failures = append(failures, fmt.Errorf("acquiring %q: %w", ks[k], err))
-						mu.Unlock()
+					if !run.round(ctx, l.Locker, (c+g+r)%keys, r%2 == 1) {
 						return
 					}
-					v := counters[k].Load()
-					runtime.Gosched()
-					counters[k].Store(v + 1)
-					if r%2 == 1 { // exercise Renew inside the window
-						if next, err := l.Renew(ctx, lease, ttl); err == nil {
-							lease = next
-						} else if !errors.Is(err, distlock.ErrNotHeld) {
-							mu.Lock()
-							failures = append(failures, fmt.Errorf("Renew(%q): %w", ks[k], err))
-							mu.Unlock()
-						}
-					}
-					end := time.Now()
-					uerr := l.Unlock(context.WithoutCancel(ctx), lease)
-					if end.After(lease.Expires) {
-						end = lease.Expires
-					}
-					mu.Lock()
-					history = append(history, Acquisition{Key: ks[k], Fence: lease.Fence, Token: lease.Token,
-						Start: start, Acquired: acquired, End: end, Expires: first, TTL: ttl})
-					if uerr != nil && !(errors.Is(uerr, distlock.ErrNotHeld) && time.Now().After(lease.Expires)) {
-						failures = append(failures, fmt.Errorf("Unlock(%q) of a lease within its ttl: %w", ks[k], uerr))
-					}
-					mu.Unlock()
 				}
-			}()
+			})
 		}
 	}
 	wg.Wait()
-	for _, err := range failures {
+	run.judge(t, clients*goroutines*rounds)
+}
+
+// contentionRun is what the goroutines of a contention run share: its keys, a counter
+// per key that only the key's holder bumps, unguarded, and what they recorded.
+type contentionRun struct {
+	keys     []string
+	counters []atomic.Int64
+	ttl      time.Duration
+
+	mu       sync.Mutex
+	history  []Acquisition
+	failures []error
+}
+
+func (run *contentionRun) fail(err error) {
+	run.mu.Lock()
+	run.failures = append(run.failures, err)
+	run.mu.Unlock()
+}
+
+// round acquires keys[k], bumps its counter, renews the lease once when renew is
+// set, unlocks, and records the acquisition. It reports false when it could not
+// acquire the key.
+func (run *contentionRun) round(ctx context.Context, l distlock.Locker, k int, renew bool) bool {
+	key := run.keys[k]
+	lease, start, acquired, err := acquire(ctx, l, key, run.ttl)
+	first := lease.Expires
+	if err != nil {
+		run.fail(fmt.Errorf("acquiring %q: %w", key, err))
+		return false
+	}
+	v := run.counters[k].Load()
+	runtime.Gosched()
+	run.counters[k].Store(v + 1)
+	if renew { // exercise Renew inside the window
+		if next, err := l.Renew(ctx, lease, run.ttl); err == nil {
+			lease = next
+		} else if !errors.Is(err, distlock.ErrNotHeld) {
+			run.fail(fmt.Errorf("Renew(%q): %w", key, err))
+		}
+	}
+	end := time.Now()
+	uerr := l.Unlock(context.WithoutCancel(ctx), lease)
+	if end.After(lease.Expires) {
+		end = lease.Expires
+	}
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	run.history = append(run.history, Acquisition{Key: key, Fence: lease.Fence, Token: lease.Token,
+		Start: start, Acquired: acquired, End: end, Expires: first, TTL: run.ttl})
+	if uerr != nil && !(errors.Is(uerr, distlock.ErrNotHeld) && time.Now().After(lease.Expires)) {
+		run.failures = append(run.failures, fmt.Errorf("Unlock(%q) of a lease within its ttl: %w", key, uerr))
+	}
+	return true
+}
+
+// judge fails t for every failed call and contract violation of the run, for a
+// counter that lost updates, and, when no call failed, for a count of acquisitions
+// other than want.
+func (run *contentionRun) judge(t *testing.T, want int) {
+	for _, err := range run.failures {
 		t.Errorf("%s: contention run: %v", rMutex, err)
 	}
-	for _, err := range CheckHistory(history) {
+	for _, err := range CheckHistory(run.history) {
 		t.Error(err)
 	}
-	var total int64
-	for k := range counters {
-		n := int64(0)
-		for _, a := range history {
-			if a.Key == ks[k] {
+	total := 0
+	for k, key := range run.keys {
+		n := 0
+		for _, a := range run.history {
+			if a.Key == key {
 				n++
 			}
 		}
-		if got := counters[k].Load(); got != n {
-			t.Errorf("%s: key %q: an unguarded counter bumped under the lock reads %d after %d acquisitions (lost updates mean overlapping holders)", rMutex, ks[k], got, n)
+		if got := run.counters[k].Load(); got != int64(n) {
+			t.Errorf("%s: key %q: an unguarded counter bumped under the lock reads %d after %d acquisitions (lost updates mean overlapping holders)", rMutex, key, got, n)
 		}
 		total += n
 	}
-	if want := int64(clients * goroutines * rounds); total != want && len(failures) == 0 {
+	if total != want && len(run.failures) == 0 {
 		t.Errorf("%s: contention run recorded %d acquisitions, want %d", rMutex, total, want)
 	}
 }

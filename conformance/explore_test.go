@@ -20,8 +20,8 @@ func TestExploreReference(t *testing.T) {
 	conformance.Explore(t, simHarness(newMemlock, clientBugs{}, serverBugs{}), &conformance.ExploreOptions{Duration: 3 * time.Second})
 }
 
-// exploreSeconds is how long each seed of a mutant's exploration runs.
-const exploreSeconds = 3 * time.Second
+// seedDuration is how long each seed of a mutant's exploration runs.
+const seedDuration = 3 * time.Second
 
 // exploreMutant runs Explore on h with up to n seeds (DISTLOCK_EXPLORE=n), one
 // subtest each; with -test.failfast it stops at the first seed that finds the bug.
@@ -32,7 +32,7 @@ func exploreMutant(t *testing.T, h conformance.Harness, n string) {
 	}
 	for i := range seeds {
 		t.Run(fmt.Sprint("seed", i+1), func(t *testing.T) {
-			conformance.Explore(t, h, &conformance.ExploreOptions{Seed: uint64(i + 1), Duration: exploreSeconds, HistoryDir: t.TempDir()})
+			conformance.Explore(t, h, &conformance.ExploreOptions{Seed: uint64(i + 1), Duration: seedDuration, HistoryDir: t.TempDir()})
 		})
 	}
 }
@@ -61,7 +61,7 @@ func TestMutantsExplore(t *testing.T) {
 				mu.Lock()
 				defer mu.Unlock()
 				if seed == 0 {
-					t.Logf("NOT CAUGHT in %d seeds of %v", exploreSeeds, exploreSeconds)
+					t.Logf("NOT CAUGHT in %d seeds of %v", exploreSeeds, seedDuration)
 					return
 				}
 				caught++
@@ -71,7 +71,7 @@ func TestMutantsExplore(t *testing.T) {
 		}
 	})
 	total := len(mutants)
-	t.Logf("Explore caught %d of %d mutants (%.1f seeds of %v on average for those caught)", caught, total, float64(seedsUsed)/float64(max(caught, 1)), exploreSeconds)
+	t.Logf("Explore caught %d of %d mutants (%.1f seeds of %v on average for those caught)", caught, total, float64(seedsUsed)/float64(max(caught, 1)), seedDuration)
 	if caught < minExploreCaught {
 		t.Fatalf("Explore caught %d of %d mutants, want at least %d", caught, total, minExploreCaught)
 	}

@@ -29,6 +29,9 @@ type mutant struct {
 	// under TestMutantTarget): for a mutant of a partial model, such as simSession,
 	// which models a session client's clean-up and not the rest of a backend.
 	only string
+	// noKeyLimit declares no MaxKeyLen in the harness of a broken table: Run then
+	// tries keys of 64 KiB, memlock's limit, as for a backend without one.
+	noKeyLimit bool
 	// exploreOnly marks a mutant that only Explore can catch (a race that no
 	// fixed scenario hits but by luck): TestMutants leaves it to TestMutantsExplore.
 	exploreOnly bool
@@ -58,6 +61,7 @@ var mutants = []mutant{
 	{name: "renew-in-server-grace", catch: "rule 2 (owner check)", broken: func() distlock.Locker { return &renewInGrace{memlock.New()} }},
 	{name: "renew-races-reaper", catch: "rule 1 (mutual exclusion)", bugs: clientBugs{session: 3}, exploreOnly: true},
 	{name: "bare-errors", catch: "rule 5 (errors)", broken: func() distlock.Locker { return &bareErrors{memlock.New()} }},
+	{name: "key-in-cause", catch: "rule 5 (errors)", broken: func() distlock.Locker { return &keyInCause{memlock.New()} }, noKeyLimit: true},
 	{name: "returns-expired-lease", catch: "Lease contract", bugs: clientBugs{expiredLease: true}},
 	{name: "renew-shortens", catch: "rule 1 (mutual exclusion)", server: serverBugs{renewShortens: true}},
 	{name: "isolated-member-renews", catch: "rule 1 (mutual exclusion)", bugs: clientBugs{staleRenew: true}},
@@ -107,11 +111,15 @@ func mutantHarness(m mutant) conformance.Harness {
 		return simHarness(newMemlock, m.bugs, m.server)
 	}
 	table := m.broken()
+	caps := conformance.Capabilities{MaxKeyLen: memlock.MaxKeyLen}
+	if m.noKeyLimit {
+		caps.MaxKeyLen = 0
+	}
 	return conformance.Harness{
 		NewClient: func(t testing.TB) conformance.Client {
 			return conformance.Client{Locker: table, Crash: func() {}}
 		},
-		Caps: conformance.Capabilities{MaxKeyLen: memlock.MaxKeyLen},
+		Caps: caps,
 	}
 }
 
@@ -439,6 +447,20 @@ func bare(err error) error {
 func (m *bareErrors) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
 	l, err := m.Locker.TryLock(ctx, key, ttl)
 	return l, bare(err)
+}
+
+// keyInCause quotes the key in full in the causes of its TryLock errors: a message
+// that grows with the key. Its harness declares no MaxKeyLen, as a backend that
+// takes keys of any length would.
+type keyInCause struct{ *memlock.Locker }
+
+func (m *keyInCause) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
+	l, err := m.Locker.TryLock(ctx, key, ttl)
+	var oe *distlock.OpError
+	if errors.As(err, &oe) {
+		return l, &distlock.OpError{Backend: oe.Backend, Op: oe.Op, Key: oe.Key, Err: fmt.Errorf("%w (key %q)", oe.Err, key)}
+	}
+	return l, err
 }
 
 // renewInGrace keeps each key on the table for 150ms past its lease's Expires (a

@@ -226,120 +226,155 @@ type holdChunk struct {
 	gate *Hold
 }
 
+// holdQueue holds the chunks read from one connection's client, in order, until the
+// server writer takes them.
+type holdQueue struct {
+	mu     sync.Mutex
+	chunks []holdChunk
+	notify chan struct{} // a token after a push
+}
+
+func newHoldQueue() *holdQueue { return &holdQueue{notify: make(chan struct{}, 1)} }
+
+func (q *holdQueue) push(c holdChunk) {
+	q.mu.Lock()
+	q.chunks = append(q.chunks, c)
+	q.mu.Unlock()
+	select {
+	case q.notify <- struct{}{}:
+	default:
+	}
+}
+
+// next takes the first chunk, waiting for one; it reports false once ctx is done
+// while the queue is empty.
+func (q *holdQueue) next(ctx context.Context) (holdChunk, bool) {
+	for {
+		q.mu.Lock()
+		if len(q.chunks) > 0 {
+			c := q.chunks[0]
+			q.chunks = q.chunks[1:]
+			q.mu.Unlock()
+			return c, true
+		}
+		q.mu.Unlock()
+		select {
+		case <-q.notify:
+		case <-ctx.Done():
+			return holdChunk{}, false
+		}
+	}
+}
+
 // run forwards one connection until both directions have ended.
 func (p *HoldProxy) run(cl net.Conn) {
 	defer p.untrack(cl)
-	dctx, cancel := context.WithTimeout(p.ctx, p.dialTimeout)
-	srv, err := p.dialer.DialContext(dctx, "tcp", p.target)
-	cancel()
-	if err != nil {
-		return
-	}
-	if !p.track(srv) {
+	srv, ok := p.dial()
+	if !ok {
 		return
 	}
 	defer p.untrack(srv)
-
-	var (
-		mu     sync.Mutex
-		queue  []holdChunk
-		notify = make(chan struct{}, 1)
-		hold   *Hold
-	)
-	push := func(c holdChunk) {
-		mu.Lock()
-		queue = append(queue, c)
-		mu.Unlock()
-		select {
-		case notify <- struct{}{}:
-		default:
-		}
-	}
+	q := newHoldQueue()
+	var hold *Hold
 	var wg sync.WaitGroup
-	// Client to queue: never blocks on the server, so the client can close freely.
-	wg.Go(func() {
-		buf := make([]byte, chunkSize)
-		for {
-			n, err := cl.Read(buf)
-			if n > 0 {
-				if hold == nil {
-					hold = p.pick()
-				}
-				push(holdChunk{data: bytes.Clone(buf[:n]), gate: hold})
-				if hold != nil {
-					select {
-					case <-hold.held:
-					default:
-						close(hold.held)
-					}
-				}
-			}
-			if err != nil {
-				push(holdChunk{err: err, gate: hold})
-				return
-			}
-		}
-	})
-	// Queue to server, each gated chunk once its Hold is released.
-	wg.Go(func() {
-		for {
-			mu.Lock()
-			var c holdChunk
-			ok := len(queue) > 0
-			if ok {
-				c, queue = queue[0], queue[1:]
-			}
-			mu.Unlock()
-			if !ok {
-				select {
-				case <-notify:
-					continue
-				case <-p.ctx.Done():
-					return
-				}
-			}
-			if c.gate != nil {
-				select {
-				case <-c.gate.released:
-				case <-p.ctx.Done():
-					return
-				}
-			}
-			if c.err != nil {
-				if tc, isTCP := srv.(*net.TCPConn); isTCP {
-					_ = tc.CloseWrite()
-				}
-				return
-			}
-			if _, err := srv.Write(c.data); err != nil {
-				return
-			}
-		}
-	})
-	// Server to client, until the server's side ends; replies that cannot be
-	// written to the client are discarded.
-	wg.Go(func() {
-		buf := make([]byte, chunkSize)
-		clientOK := true
-		for {
-			n, err := srv.Read(buf)
-			if n > 0 && clientOK {
-				if _, werr := cl.Write(buf[:n]); werr != nil {
-					clientOK = false
-				}
-			}
-			if err != nil {
-				if tc, isTCP := cl.(*net.TCPConn); isTCP && errors.Is(err, io.EOF) {
-					_ = tc.CloseWrite()
-				} else {
-					_ = cl.Close() // unblocks the client reader
-				}
-				return
-			}
-		}
-	})
+	wg.Go(func() { hold = p.readClient(cl, q) })
+	wg.Go(func() { p.writeServer(srv, q) })
+	wg.Go(func() { forwardReplies(srv, cl) })
 	wg.Wait()
 	if hold != nil {
 		hold.finish()
+	}
+}
+
+// dial connects to the target for one client connection; it reports false when
+// that failed or the proxy is closing.
+func (p *HoldProxy) dial() (net.Conn, bool) {
+	dctx, cancel := context.WithTimeout(p.ctx, p.dialTimeout)
+	srv, err := p.dialer.DialContext(dctx, "tcp", p.target)
+	cancel()
+	if err != nil || !p.track(srv) {
+		return nil, false
+	}
+	return srv, true
+}
+
+// readClient queues what the client sends until its side ends, and then the error
+// that ended it. It never blocks on the server, so the client can close freely. The
+// first chunk after a HoldNext picks this connection, if no other did: that chunk and
+// every later one are gated by the Hold, which readClient returns (nil if none).
+func (p *HoldProxy) readClient(cl net.Conn, q *holdQueue) *Hold {
+	var hold *Hold
+	buf := make([]byte, chunkSize)
+	for {
+		n, err := cl.Read(buf)
+		if n > 0 {
+			if hold == nil {
+				hold = p.pick()
+			}
+			q.push(holdChunk{data: bytes.Clone(buf[:n]), gate: hold})
+			if hold != nil {
+				select {
+				case <-hold.held:
+				default:
+					close(hold.held)
+				}
+			}
+		}
+		if err != nil {
+			q.push(holdChunk{err: err, gate: hold})
+			return hold
+		}
+	}
+}
+
+// writeServer writes the queued chunks to the server in order, each gated one once
+// its Hold is released, and passes the end of the client's side on as a half-close.
+// It stops when a write fails or the proxy closes.
+func (p *HoldProxy) writeServer(srv net.Conn, q *holdQueue) {
+	for {
+		c, ok := q.next(p.ctx)
+		if !ok {
+			return
+		}
+		if c.gate != nil {
+			select {
+			case <-c.gate.released:
+			case <-p.ctx.Done():
+				return
+			}
+		}
+		if c.err != nil {
+			if tc, isTCP := srv.(*net.TCPConn); isTCP {
+				_ = tc.CloseWrite()
+			}
+			return
+		}
+		if _, err := srv.Write(c.data); err != nil {
+			return
+		}
+	}
+}
+
+// forwardReplies copies the server's replies to the client until the server's side
+// ends, and passes that on: a half-close after EOF, else a close (which also ends
+// readClient). Replies that cannot be written to the client are discarded.
+func forwardReplies(srv, cl net.Conn) {
+	buf := make([]byte, chunkSize)
+	clientOK := true
+	for {
+		n, err := srv.Read(buf)
+		if n > 0 && clientOK {
+			if _, werr := cl.Write(buf[:n]); werr != nil {
+				clientOK = false
+			}
+		}
+		if err != nil {
+			if tc, isTCP := cl.(*net.TCPConn); isTCP && errors.Is(err, io.EOF) {
+				_ = tc.CloseWrite()
+			} else {
+				_ = cl.Close() // unblocks the client reader
+			}
+			return
+		}
 	}
 }

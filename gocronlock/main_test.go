@@ -1,7 +1,6 @@
 package gocronlock_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -50,10 +49,3 @@ func newScheduler(t *testing.T, behind time.Duration, opts ...gocron.SchedulerOp
 
 // testKey returns a job name of the test's own, fresh on every run.
 func testKey(t *testing.T) string { return "gocron/" + t.Name() + "/" + driver.NewToken()[:8] }
-
-// ctxFor returns a context that ends after d or with the test.
-func ctxFor(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	t.Cleanup(cancel)
-	return ctx
-}

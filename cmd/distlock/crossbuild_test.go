@@ -4,8 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 )
@@ -18,9 +16,9 @@ func TestCrossBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cross-compiles the dependencies on a cold cache")
 	}
-	gotool, err := exec.LookPath("go")
+	gotool, err := goTool()
 	if err != nil {
-		gotool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatal(err)
 	}
 	for _, p := range []struct{ goos, goarch string }{
 		{"windows", "amd64"}, {"darwin", "arm64"}, {"freebsd", "amd64"}, {"dragonfly", "amd64"},

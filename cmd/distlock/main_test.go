@@ -3,13 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -44,9 +42,9 @@ func TestMain(m *testing.M) {
 
 // buildBinary builds this package into dir (with -race when the tests run with it).
 func buildBinary(dir string) (string, error) {
-	gotool, err := exec.LookPath("go")
+	gotool, err := goTool()
 	if err != nil {
-		gotool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return "", err
 	}
 	out := filepath.Join(dir, "distlock")
 	args := []string{"build", "-o", out}
@@ -61,6 +59,15 @@ func buildBinary(dir string) (string, error) {
 		return "", fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, b)
 	}
 	return out, nil
+}
+
+// goTool is the go command on PATH: go test puts its own GOROOT/bin first there.
+func goTool() (string, error) {
+	gotool, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("the go command is not on PATH: %w", err)
+	}
+	return gotool, nil
 }
 
 // baseEnv is the process environment without DISTLOCK_* variables, with the user
@@ -273,5 +280,3 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		<-tick.C
 	}
 }
-
-var errNoFence = errors.New("no fence")

@@ -84,7 +84,7 @@ func run(ctx context.Context, l distlock.Locker, out io.Writer) error {
 	// A acquires and writes with its fence.
 	a, err := l.TryLock(ctx, key, ttl)
 	if err != nil {
-		return fmt.Errorf("A: %w", err)
+		return fmt.Errorf("client A: %w", err)
 	}
 	fmt.Fprintf(out, "A acquired %q with fence %d\n", key, a.Fence)
 	if err := store.Write(key, "A's first draft", a.Fence); err != nil {
@@ -102,7 +102,7 @@ func run(ctx context.Context, l distlock.Locker, out io.Writer) error {
 	defer cancel()
 	b, err := distlock.Lock(lctx, l, key, ttl, nil)
 	if err != nil {
-		return fmt.Errorf("B: %w", err)
+		return fmt.Errorf("client B: %w", err)
 	}
 	fmt.Fprintf(out, "B acquired %q with fence %d\n", key, b.Fence)
 	if err := store.Write(key, "B's report", b.Fence); err != nil {
@@ -122,10 +122,10 @@ func run(ctx context.Context, l distlock.Locker, out io.Writer) error {
 	}
 	// A's own lease is gone: its Unlock cannot release B's lock.
 	if err := l.Unlock(ctx, a); !errors.Is(err, distlock.ErrNotHeld) {
-		return fmt.Errorf("A's Unlock after expiry returned %v, want ErrNotHeld", err)
+		return fmt.Errorf("client A's Unlock after expiry returned %v, want ErrNotHeld", err)
 	}
 	if err := l.Unlock(ctx, b); err != nil {
-		return fmt.Errorf("B: %w", err)
+		return fmt.Errorf("client B: %w", err)
 	}
 	fmt.Fprintf(out, "the store holds %q\n", store.Read(key))
 	return nil

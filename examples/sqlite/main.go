@@ -71,13 +71,6 @@ func report(err error) {
 	}
 }
 
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "example:", err)
 	os.Exit(1)

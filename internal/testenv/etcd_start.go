@@ -87,9 +87,7 @@ func (e *Env) startEtcdCluster(name string, n int, proxied bool) (*EtcdCluster, 
 		return nil, err
 	}
 	boot.mu.Lock()
-	for _, s := range c.Members {
-		boot.servers = append(boot.servers, s)
-	}
+	boot.servers = append(boot.servers, c.Members...)
 	boot.mu.Unlock()
 	return c, nil
 }

@@ -254,12 +254,15 @@ func (en *Ensemble) ChangeLeader(t testing.TB) *Server {
 		t.Fatalf("testenv: ChangeLeader: %v", err)
 	}
 	old.Kill(t)
-	next, err := en.Leader(ctx) // Leader looks at running nodes only
-	if err != nil {
+	// Leader looks at running nodes only, so the one elected now is not old; the
+	// caller gets the leader once old serves again (the same one, unless the
+	// ensemble elected again meanwhile).
+	if _, err := en.Leader(ctx); err != nil {
 		t.Fatalf("testenv: ChangeLeader: no new leader after killing %s: %v", old, err)
 	}
 	old.Restart(t)
-	if next, err = en.Leader(ctx); err != nil {
+	next, err := en.Leader(ctx)
+	if err != nil {
 		t.Fatalf("testenv: ChangeLeader: after restarting %s: %v", old, err)
 	}
 	if next == old {

@@ -63,11 +63,11 @@ func NoHerd(t *testing.T, ls []distlock.Locker, waiters int, count func() int64)
 			started.Add(1)
 			lease, err := distlock.Lock(ctx, l, key, time.Minute, opts)
 			if err != nil {
-				errs <- fmt.Errorf("Lock: %w", err)
+				errs <- fmt.Errorf("waiter %d: Lock: %w", i, err)
 				return
 			}
 			if err := l.Unlock(ctx, lease); err != nil {
-				errs <- fmt.Errorf("Unlock: %w", err)
+				errs <- fmt.Errorf("waiter %d: Unlock: %w", i, err)
 			}
 		})
 	}
