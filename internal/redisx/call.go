@@ -43,7 +43,7 @@ func Call[T any](ctx context.Context, g *Group, f func() (T, error), abandon fun
 func callRun[T any](ctx context.Context, g *Group, f func() (T, error), abandon func(T, error)) (T, error) {
 	few := g.inflight.Add(1) <= g.fewCalls
 	defer g.inflight.Add(-1)
-	if few {
+	if few && !abNoFD && !abNoPool {
 		if v, err, ok := callFast(ctx, g, f, abandon); ok {
 			return v, err
 		}
@@ -137,6 +137,10 @@ type worker struct {
 
 // run runs j on an idle worker, or on a new one that g's Wait waits for.
 func (g *Group) run(j job) {
+	if abNoPool {
+		g.Go(j.run)
+		return
+	}
 	p := &g.pool
 	p.mu.Lock()
 	if n := len(p.idle); n > 0 {

@@ -146,6 +146,9 @@ func (n *Node) runShared(ctx context.Context, abandon func(any, error), keep boo
 	if n.group == nil {
 		return n.Run(ctx, s, keys, args...).Result()
 	}
+	if abNoShared {
+		return n.runLone(ctx, abandon, s, keys, args, false)
+	}
 	q := &n.shared
 	q.mu.Lock()
 	if q.inflight < cmp.Or(q.slots, sharedSlots) {
