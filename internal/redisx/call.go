@@ -19,12 +19,6 @@ import (
 // and its late result is handed to abandon (when non-nil) on that goroutine; abandon
 // must be bounded too. g's Wait waits for both. When ctx can never be done
 // (context.Background), f runs on the caller's goroutine.
-//
-// While few of g's calls are in flight (fewer than half the processors, at least
-// one), the handoff to the worker and back goes through eventfds on Linux (see
-// call_linux.go), which spares the two thread wakeups of channel handoffs on an idle
-// machine; with more in flight the processors are busy, a channel handoff wakes no
-// thread, and it costs less CPU than the eventfds' system calls.
 func Call[T any](ctx context.Context, g *Group, f func() (T, error), abandon func(T, error)) (T, error) {
 	if ctx.Done() == nil {
 		return f()
@@ -41,13 +35,6 @@ func Call[T any](ctx context.Context, g *Group, f func() (T, error), abandon fun
 // caller that must know f ran (RunShared's lone call, whose end frees its slot)
 // checks ctx first itself.
 func callRun[T any](ctx context.Context, g *Group, f func() (T, error), abandon func(T, error)) (T, error) {
-	few := g.inflight.Add(1) <= g.fewCalls
-	defer g.inflight.Add(-1)
-	if few && !abNoFD && !abNoPool {
-		if v, err, ok := callFast(ctx, g, f, abandon); ok {
-			return v, err
-		}
-	}
 	// One allocation per call: c is also the job that a worker runs, and its done
 	// channel comes from a pool (it goes back once its signal was received).
 	c := &call[T]{f: f, abandon: abandon, done: getDone()}
