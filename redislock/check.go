@@ -6,14 +6,10 @@ import (
 	"github.com/distlock/distlock/internal/redisx"
 )
 
-// A Report is what CheckServer read from the Redis servers behind the client and the
-// settings it found unsafe for locks (see redisx.Report's fields: Servers, Findings,
-// OK and String).
-type (
-	Report  = redisx.Report
-	Server  = redisx.Server
-	Finding = redisx.Finding
-)
+// A Report is what CheckServer read from the Redis servers behind the client
+// (Servers) and the settings it found unsafe for locks (Findings); OK reports that
+// there are none, and String lists them.
+type Report = redisx.Report
 
 // CheckServer reads the settings of the Redis server(s) behind the Locker's client
 // (every master of a Cluster) and reports each one that can free a held lock or

@@ -31,10 +31,10 @@
 //   - The TryLocks, Renews and Unlocks of one Locker share round trips: while 8
 //     calls (or batches) are in flight, the calls that come wait and then go out
 //     together in one pipeline, each with its own reply (one read and one write in
-//     the client and in the server for the batch, which is most of a call's cost on
-//     loopback). Up to 8 concurrent calls go as plain calls, in parallel. A call whose context ends while it
-//     waits leaves the queue unsent (an Unlock is sent all the same); one whose
-//     batch is in flight returns ctx's error as below.
+//     the client and in the server for the batch). Up to 8 concurrent calls go as
+//     plain calls, in parallel. A call whose context ends while it waits leaves the
+//     queue unsent (an Unlock is sent all the same); one whose batch is in flight
+//     returns ctx's error as below; calls that wait 500ms for a slot go alone.
 //   - Wait subscribes to the release channel, then reads the lock's remaining time
 //     to live (PTTL), and returns on the release message, when that time has passed,
 //     or when its context ends. A lock that expires publishes nothing; the time to
@@ -148,10 +148,8 @@
 // goroutine (one of a few that the Locker keeps while calls keep coming, and ends
 // after 100ms idle or at Close) and the call returns when ctx is done; the command
 // then ends within the client's ReadTimeout (go-redis' default is finite). Calls
-// with context.Background() run on the caller's goroutine, which is cheaper: a
-// command handed to another goroutine costs a few scheduler wake-ups (about 4% of
-// an uncontended TryLock+Unlock on loopback; a new goroutine per command instead of
-// a kept one costs about 3% more).
+// with context.Background() run on the caller's goroutine, which spares the
+// handoff to another goroutine and back.
 //
 // The Waits of a Locker share one pub/sub connection (go-redis keeps about 74 KB of
 // buffers per connection), opened by the first Wait and closed 5s after the last

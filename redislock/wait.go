@@ -9,6 +9,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/redisx"
+	"github.com/distlock/distlock/internal/waitq"
 )
 
 // Wait returns nil when key may be free: at once if it is free now, else when its
@@ -73,77 +74,12 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 	// only if no TryLock of the key follows (see internal/waitq).
 	turn := l.waiters.Join(n.Channel)
 	defer turn.Leave()
-	w := waiter{Waiting: redisx.NewWaiting(ctx), l: l, ctx: ctx, lock: n.Lock}
+	w := waiter{Waiting: redisx.NewWaiting(ctx), l: l, ctx: ctx, lock: n.Lock, ls: ls, turn: turn}
 	defer w.Stop()
-
-	// Until the subscription is confirmed, a PTTL read bounds the wait.
-	var ttl <-chan redisx.Result[time.Duration]
-	confirmed := false
-	select {
-	case c := <-ls.Confirmed(): // the channel was subscribed already
-		if c.Err != nil {
-			return fmt.Errorf("subscribe: %w", c.Err)
-		}
-		confirmed = true
-	default:
-		ttl = w.readTTL()
+	if done, err := w.subscribe(); done {
+		return err
 	}
-	for !confirmed {
-		select {
-		case c := <-ls.Confirmed():
-			if c.Err != nil {
-				if ctx.Err() != nil {
-					return w.GaveUp()
-				}
-				return fmt.Errorf("subscribe: %w", c.Err)
-			}
-			confirmed = true
-		case r := <-ttl:
-			ttl = nil
-			if done, err := w.read(r); done {
-				return err
-			}
-		case <-ls.Woke():
-			return w.woke()
-		case <-turn.Woken():
-			return w.woke()
-		case <-w.Bound:
-			return nil
-		case <-ctx.Done():
-			return w.GaveUp()
-		}
-	}
-
-	// Subscribed: no release from now on is missed. Check that the key is held.
-	until, released, seen := hub.Check(n.Channel)
-	switch {
-	case released:
-		return nil
-	case seen:
-		w.HeldUntil(until)
-	default:
-		ttl = w.readTTL()
-	}
-	for {
-		select {
-		case r := <-ttl:
-			ttl = nil
-			if done, err := w.read(r); done {
-				if err != nil && w.Held() {
-					continue // the bound read before stands
-				}
-				return err
-			}
-		case <-ls.Woke():
-			return w.woke()
-		case <-turn.Woken():
-			return w.woke()
-		case <-w.Bound:
-			return nil
-		case <-ctx.Done():
-			return w.GaveUp()
-		}
-	}
+	return w.whileHeld(n.Channel)
 }
 
 // A waiter is one Wait's state and its node.
@@ -152,6 +88,83 @@ type waiter struct {
 	l    *Locker
 	ctx  context.Context
 	lock string
+	ls   *redisx.Listener
+	turn *waitq.Waiter
+	ttl  <-chan redisx.Result[time.Duration] // the PTTL read in flight, if any
+}
+
+// subscribe waits until the subscription of the key's channel is confirmed; until
+// then, a PTTL read sent at once bounds the wait. done reports that the Wait ended
+// before (with err).
+func (w *waiter) subscribe() (done bool, err error) {
+	select {
+	case c := <-w.ls.Confirmed(): // the channel was subscribed already
+		if c.Err != nil {
+			return true, fmt.Errorf("subscribe: %w", c.Err)
+		}
+		return false, nil
+	default:
+		w.ttl = w.readTTL()
+	}
+	for {
+		select {
+		case c := <-w.ls.Confirmed():
+			if c.Err == nil {
+				return false, nil
+			}
+			if w.ctx.Err() != nil {
+				return true, w.GaveUp()
+			}
+			return true, fmt.Errorf("subscribe: %w", c.Err)
+		case r := <-w.ttl:
+			w.ttl = nil
+			if done, err := w.read(r); done {
+				return true, err
+			}
+		case <-w.ls.Woke():
+			return true, w.woke()
+		case <-w.turn.Woken():
+			return true, w.woke()
+		case <-w.Bound:
+			return true, nil
+		case <-w.ctx.Done():
+			return true, w.GaveUp()
+		}
+	}
+}
+
+// whileHeld runs once channel is subscribed (no release from now on is missed): it
+// checks that the key is held and waits for its release, its ttl or ctx.
+func (w *waiter) whileHeld(channel string) error {
+	until, released, seen := w.l.node.Hub.Check(channel)
+	switch {
+	case released:
+		return nil
+	case seen:
+		w.HeldUntil(until)
+	default:
+		w.ttl = w.readTTL()
+	}
+	for {
+		select {
+		case r := <-w.ttl:
+			w.ttl = nil
+			if done, err := w.read(r); done {
+				if err != nil && w.Held() {
+					continue // the bound read before stands
+				}
+				return err
+			}
+		case <-w.ls.Woke():
+			return w.woke()
+		case <-w.turn.Woken():
+			return w.woke()
+		case <-w.Bound:
+			return nil
+		case <-w.ctx.Done():
+			return w.GaveUp()
+		}
+	}
 }
 
 // readTTL reads the lock's remaining time to live in the background.

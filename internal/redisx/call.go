@@ -19,12 +19,6 @@ import (
 // and its late result is handed to abandon (when non-nil) on that goroutine; abandon
 // must be bounded too. g's Wait waits for both. When ctx can never be done
 // (context.Background), f runs on the caller's goroutine.
-//
-// While few of g's calls are in flight (fewer than half the processors, at least
-// one), the handoff to the worker and back goes through eventfds on Linux (see
-// call_linux.go), which spares the two thread wakeups of channel handoffs on an idle
-// machine; with more in flight the processors are busy, a channel handoff wakes no
-// thread, and it costs less CPU than the eventfds' system calls.
 func Call[T any](ctx context.Context, g *Group, f func() (T, error), abandon func(T, error)) (T, error) {
 	if ctx.Done() == nil {
 		return f()
@@ -41,28 +35,18 @@ func Call[T any](ctx context.Context, g *Group, f func() (T, error), abandon fun
 // caller that must know f ran (RunShared's lone call, whose end frees its slot)
 // checks ctx first itself.
 func callRun[T any](ctx context.Context, g *Group, f func() (T, error), abandon func(T, error)) (T, error) {
-	few := g.inflight.Add(1) <= g.fewCalls
-	defer g.inflight.Add(-1)
-	if few {
-		if v, err, ok := callFast(ctx, g, f, abandon); ok {
-			return v, err
-		}
-	}
-	// One allocation per call: c is also the job that a worker runs, and its done
-	// channel comes from a pool (it goes back once its signal was received).
-	c := &call[T]{f: f, abandon: abandon, done: getDone()}
+	c := &call[T]{f: f, abandon: abandon, done: make(chan struct{}, 1)}
 	g.run(c)
 	select {
 	case <-c.done:
 	case <-ctx.Done():
 		if c.state.CompareAndSwap(pending, abandoned) {
 			var zero T
-			return zero, ctx.Err() // c.done is not reused: the worker may still hold it
+			return zero, ctx.Err()
 		}
 		// f finished just now: its result is on its way and is better than none.
 		<-c.done
 	}
-	putDone(c.done)
 	return c.v, c.err
 }
 
@@ -95,18 +79,6 @@ func (c *call[T]) run() {
 	}
 }
 
-// donePool holds the done channels of finished calls, empty.
-var donePool sync.Pool
-
-func getDone() chan struct{} {
-	if ch, ok := donePool.Get().(chan struct{}); ok {
-		return ch
-	}
-	return make(chan struct{}, 1)
-}
-
-func putDone(ch chan struct{}) { donePool.Put(ch) }
-
 // A job is what a worker runs.
 type job interface{ run() }
 
@@ -120,10 +92,9 @@ func (f funcJob) run() { f() }
 var workerIdle = 100 * time.Millisecond
 
 // A workerPool runs jobs on goroutines that it keeps for reuse while jobs keep
-// coming. A new goroutine per command costs more than the command's own CPU in the
-// client: it starts with a small stack, which a go-redis command grows (copying it)
-// several times; a worker keeps its grown stack. Idle workers end after workerIdle,
-// or when the Group closes, so an idle Locker keeps no goroutine.
+// coming, so a job runs on a stack that earlier go-redis commands have grown. Idle
+// workers end after workerIdle, or when the Group closes, so an idle Locker keeps
+// no goroutine.
 type workerPool struct {
 	mu   sync.Mutex
 	idle []*worker // LIFO: the busiest workers stay warm, the others time out

@@ -11,30 +11,20 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// both runs test with Call's handoff through eventfds (on Linux) and through
-// channels (as when many calls are in flight).
-func both(t *testing.T, test func(t *testing.T, g *Group)) {
-	for _, few := range []int64{1 << 30, 0} {
-		name := "channels"
-		if few > 0 {
-			name = "few"
-		}
-		t.Run(name, func(t *testing.T) {
-			g := NewGroup()
-			g.fewCalls = few
-			require.NoError(t, g.Enter())
-			test(t, g)
-			g.Leave()
-			g.Close()
-			g.Wait()
-		})
-	}
+// withGroup runs test with an open Group, which it then closes and waits for.
+func withGroup(t *testing.T, test func(t *testing.T, g *Group)) {
+	g := NewGroup()
+	require.NoError(t, g.Enter())
+	test(t, g)
+	g.Leave()
+	g.Close()
+	g.Wait()
 }
 
 // TestCallCancelled: Call returns ctx's error as soon as ctx is done while f still
 // runs, and f's late result goes to abandon.
 func TestCallCancelled(t *testing.T) {
-	both(t, func(t *testing.T, g *Group) {
+	withGroup(t, func(t *testing.T, g *Group) {
 		release := make(chan struct{})
 		late := make(chan int, 1)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -56,9 +46,9 @@ func TestCallCancelled(t *testing.T) {
 
 // TestCallOwnResult: calls cancelled at random moments, from many goroutines, get
 // their own result or their context's error, never another call's result (the
-// wakers and workers they leave behind are reused).
+// workers they leave behind are reused).
 func TestCallOwnResult(t *testing.T) {
-	both(t, func(t *testing.T, g *Group) {
+	withGroup(t, func(t *testing.T, g *Group) {
 		var wg sync.WaitGroup
 		for w := range 8 {
 			wg.Go(func() {
@@ -92,24 +82,21 @@ func TestCloseEndsIdleWorkers(t *testing.T) {
 	old := workerIdle
 	workerIdle = time.Hour
 	t.Cleanup(func() { workerIdle = old })
-	for _, few := range []int64{1 << 30, 0} {
-		g := NewGroup()
-		g.fewCalls = few
-		require.NoError(t, g.Enter())
-		ctx, cancel := context.WithCancel(context.Background())
-		for range 3 {
-			_, err := Call(ctx, g, func() (int, error) { return 1, nil }, nil)
-			require.NoError(t, err)
-		}
-		cancel()
-		g.Leave()
-		g.Close()
-		done := make(chan struct{})
-		go func() { g.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("fewCalls %d: Wait did not return after Close", few)
-		}
+	g := NewGroup()
+	require.NoError(t, g.Enter())
+	ctx, cancel := context.WithCancel(context.Background())
+	for range 3 {
+		_, err := Call(ctx, g, func() (int, error) { return 1, nil }, nil)
+		require.NoError(t, err)
+	}
+	cancel()
+	g.Leave()
+	g.Close()
+	done := make(chan struct{})
+	go func() { g.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not return after Close")
 	}
 }

@@ -14,9 +14,8 @@
 //     their validation; MaxKeyLen, MaxOwnerLen, DefaultCleanupTimeout.
 //   - Group and Call: the lifecycle of a Locker's calls and goroutines (Close refuses
 //     new calls and waits for running ones), and the runner that returns when a
-//     call's context ends although go-redis does not (on Linux its handoffs go
-//     through eventfds while few calls are in flight: call_linux.go); Group.Run runs
-//     a fan-out's calls on reusable goroutines.
+//     call's context ends although go-redis does not; Group.Run runs a fan-out's
+//     calls on reusable goroutines.
 //   - Run: EVALSHA with an EVAL fallback that survives the caller's context;
 //     Check and Report: the server check behind both CheckServer methods.
 //

@@ -1,9 +1,7 @@
 package redisx
 
 import (
-	"runtime"
 	"sync"
-	"sync/atomic"
 
 	"github.com/distlock/distlock"
 )
@@ -18,16 +16,11 @@ type Group struct {
 	wg     sync.WaitGroup
 	quit   chan struct{} // closed by Close: idle workers end
 	pool   workerPool
-	fd     fdPool // Call's workers while few calls are in flight (Linux)
-	// inflight counts the Calls in progress with a context that can be
-	// cancelled; up to fewCalls of them hand off through eventfds (see Call).
-	inflight atomic.Int64
-	fewCalls int64
 }
 
 // NewGroup returns an open Group.
 func NewGroup() *Group {
-	return &Group{quit: make(chan struct{}), fewCalls: int64(max(1, runtime.GOMAXPROCS(0)/2))}
+	return &Group{quit: make(chan struct{})}
 }
 
 // Enter begins a call, which must end with Leave. It returns distlock.ErrClosed
@@ -79,7 +72,6 @@ func (g *Group) Close() bool {
 	}
 	g.closed = true
 	close(g.quit)
-	g.fd.wakeIdle()
 	return true
 }
 

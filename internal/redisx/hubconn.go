@@ -165,41 +165,18 @@ func (h *Hub) read(ps *redis.PubSub, quit chan struct{}) {
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				if !pinged {
-					pinged = true
-					h.mu.Lock()
-					if h.ps == ps {
-						h.send(hubOp{ps: ps, kind: opPing})
-					}
-					h.mu.Unlock()
-					continue
+				if pinged {
+					// Not even a PONG: the connection is dead (a blackhole does
+					// not break it). Its replacement has a reader of its own.
+					h.replace(ps)
+					return
 				}
-				// Not even a PONG: the connection is dead (a blackhole does not
-				// break it). Its replacement has a reader of its own.
-				h.replace(ps)
-				return
+				pinged = true
+				h.ping(ps)
+				continue
 			}
-			h.mu.Lock()
-			if h.ps != ps {
-				h.mu.Unlock()
-				return // closed or replaced
-			}
-			// The connection broke: go-redis reconnects and subscribes again on
-			// the next Receive, but messages may have been lost meanwhile.
-			h.missed()
-			if errors.Is(err, redis.ErrClosed) { // the client was closed
-				ps := h.stopLocked()
-				h.mu.Unlock()
-				_ = ps.Close()
+			if !h.broken(ps, err, quit, backoff) {
 				return
-			}
-			h.mu.Unlock()
-			t := time.NewTimer(backoff)
-			select {
-			case <-quit:
-				t.Stop()
-				return
-			case <-t.C:
 			}
 			backoff = min(2*backoff, hubMaxBackoff)
 			continue
@@ -207,34 +184,82 @@ func (h *Hub) read(ps *redis.PubSub, quit chan struct{}) {
 		backoff, pinged = hubMinBackoff, false
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			if m.Kind != "subscribe" {
-				continue
+			if m.Kind == "subscribe" {
+				h.subscribed(ps, m.Channel)
 			}
-			h.mu.Lock()
-			if t := h.topics[m.Channel]; h.ps == ps && t != nil && !t.active {
-				t.active = true
-				for ls := range t.waiters {
-					ls.confirm(Confirmation{Node: h.node})
-				}
-			}
-			h.mu.Unlock()
 		case *redis.Message:
-			h.mu.Lock()
-			if t := h.topics[m.Channel]; h.ps == ps && t != nil {
-				t.seq++
-				t.recent[t.seq%recentMessages] = m.Payload
-				switch {
-				case len(t.waiters) == 0 && h.cfg.Unheard != nil:
-					h.cfg.Unheard(h.node, m.Channel, m.Payload)
-				case h.cfg.Released != nil:
-					h.cfg.Released(m.Channel)
-				default:
-					for ls := range t.waiters {
-						ls.message(m.Payload)
-					}
-				}
-			}
-			h.mu.Unlock()
+			h.received(ps, m)
+		}
+	}
+}
+
+// ping queues a PING on ps, after ps was silent for cfg.Ping.
+func (h *Hub) ping(ps *redis.PubSub) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ps == ps {
+		h.send(hubOp{ps: ps, kind: opPing})
+	}
+}
+
+// broken handles the error err of a receive on ps other than a timeout: messages
+// may have been lost. It reports whether the reader goes on (go-redis reconnects
+// and subscribes again on the next receive), after backoff or until quit; false when
+// ps is no longer the hub's, or its client was closed.
+func (h *Hub) broken(ps *redis.PubSub, err error, quit chan struct{}, backoff time.Duration) bool {
+	h.mu.Lock()
+	if h.ps != ps {
+		h.mu.Unlock()
+		return false // closed or replaced
+	}
+	h.missed()
+	if errors.Is(err, redis.ErrClosed) { // the client was closed
+		ps := h.stopLocked()
+		h.mu.Unlock()
+		_ = ps.Close()
+		return false
+	}
+	h.mu.Unlock()
+	t := time.NewTimer(backoff)
+	defer t.Stop()
+	select {
+	case <-quit:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// subscribed confirms the subscription of channel on ps to its listeners.
+func (h *Hub) subscribed(ps *redis.PubSub, channel string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t := h.topics[channel]; h.ps == ps && t != nil && !t.active {
+		t.active = true
+		for ls := range t.waiters {
+			ls.confirm(Confirmation{Node: h.node})
+		}
+	}
+}
+
+// received hands the message m of ps to the hub's hooks or its channel's listeners.
+func (h *Hub) received(ps *redis.PubSub, m *redis.Message) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.topics[m.Channel]
+	if h.ps != ps || t == nil {
+		return
+	}
+	t.seq++
+	t.recent[t.seq%recentMessages] = m.Payload
+	switch {
+	case len(t.waiters) == 0 && h.cfg.Unheard != nil:
+		h.cfg.Unheard(h.node, m.Channel, m.Payload)
+	case h.cfg.Released != nil:
+		h.cfg.Released(m.Channel)
+	default:
+		for ls := range t.waiters {
+			ls.message(m.Payload)
 		}
 	}
 }

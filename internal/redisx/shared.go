@@ -15,27 +15,23 @@ import (
 // its calls (or batches of them) are in flight wait in a queue, and when one of those
 // ends, all that wait go out together, as one pipeline: one write and one read in
 // the client, one read and one write in the server, however many scripts the batch
-// holds. On a machine where the clients and a single-threaded redis-server share a
-// few processors, those system calls are much of an uncontended TryLock's cost.
+// holds.
 //
 // A call that finds a slot free is a plain call (Run): a lone caller waits for no
 // one and pays nothing but a lock. A caller whose context ends while it waits in the
 // queue leaves it (its script is never sent); one whose script is in flight returns
-// ctx's error, and its late result goes to its abandon function (see Call).
+// ctx's error, and its late result goes to its abandon function (see Call). Calls
+// that wait longer than SharedStall for a slot go alone, so a hung connection holds
+// up only the calls it carries.
 //
 // A batch runs on one of the Node's Group's workers (SetGroup), which then sends the
 // next batch, and the next, until the queue is empty: the callers only wait. A Node
 // without a Group does not share: its RunShared calls are plain calls.
 
 // sharedSlots is how many calls or batches of a Node may be in flight at once; the
-// calls that come meanwhile wait in its queue. With 1, 16 goroutines on a quiet
-// 2-core machine made about 0.77x bsm/redislock's TryLock+Unlock pairs per second
-// (each batch waited for the one before it, so the client and the server took
-// turns instead of working at once); with 4, 0.85x; with 8, 0.91x; with 64 (no
-// sharing at 16), 0.92x (W1, 3 interleaved rounds each, the median of 6 rounds per
-// cell). 8 keeps most of that and still shares round trips where many calls come
-// at once (1,000 concurrent pairs, the Renews of thousands of held leases: under
-// one server read per pair). Node.SetSharedSlots changes it for a Node (tests).
+// calls that come meanwhile wait in its queue. Up to sharedSlots concurrent callers
+// never wait for one another; beyond that, each batch shares one round trip.
+// Node.SetSharedSlots changes it for a Node (tests).
 const sharedSlots = 8
 
 // SharedStall is how long RunShared calls wait for the call or batch in flight
