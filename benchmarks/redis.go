@@ -55,7 +55,7 @@ func RedisSubjects(addr string, cfg Config) []Subject {
 				}
 				return backgroundClient{c}, nil
 			},
-			Note: "calls get context.Background(), which redislock runs on the caller's goroutine (a cancellable context hands each command to a pooled worker goroutine, through eventfds on Linux while few calls are in flight)",
+			Note: "calls get context.Background(), which redislock runs on the caller's goroutine (a cancellable context hands each command to a pooled worker goroutine)",
 		},
 		{
 			Name: "redsync", Protocol: "redis", Role: Peer,
