@@ -92,6 +92,10 @@ var errBatchResults = errors.New("driver: a batch returned a number of results t
 
 // Do sends req, alone or in the next batch, and returns its result by ctx's end.
 func (b *Batcher[Req, Res]) Do(ctx context.Context, req Req) (Res, error) {
+	if err := ctx.Err(); err != nil {
+		var zero Res
+		return zero, NotSent(err)
+	}
 	c := &batchCall[Req, Res]{ctx: ctx, req: req, done: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)

@@ -153,7 +153,7 @@ func TestBatchExclusion(t *testing.T) {
 func TestBatchCallerLeaves(t *testing.T) {
 	var stmts counter
 	l, _ := countedLocker(t, "batch_leave", 4, &stmts)
-	l.d.fl.max, l.d.fl.stall = 1, time.Hour // one statement in flight: the others queue
+	l.d.acquires = l.d.newAcquires(1, time.Hour) // one statement in flight: the others queue
 	admin := newPool(t, "")
 	prefix := "batch-leave-" + driver.NewToken()[:8] + "-"
 	first, c, d, e := prefix+"first", prefix+"c", prefix+"d", prefix+"e"
@@ -180,7 +180,7 @@ func TestBatchCallerLeaves(t *testing.T) {
 	defer cancel()
 	cDone := try(cctx, c)
 	dDone, eDone := try(sqltest.OpCtx(t), d), try(sqltest.OpCtx(t), e)
-	require.Eventually(t, func() bool { return l.d.fl.queued() == 3 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return l.d.acquires.Queued() == 3 }, 10*time.Second, time.Millisecond)
 	commitFirst()
 	r := <-firstDone
 	require.NoError(t, r.err)
@@ -260,7 +260,7 @@ func TestBatchStall(t *testing.T) {
 func TestUnlockNotQueued(t *testing.T) {
 	var stmts counter
 	l, _ := countedLocker(t, "batch_mixed", 4, &stmts)
-	l.d.fl.max, l.d.fl.stall = 1, time.Hour // one round trip in flight: the others queue
+	l.d.acquires = l.d.newAcquires(1, time.Hour) // one round trip in flight: the others queue
 	admin := newPool(t, "")
 	prefix := "batch-mixed-" + driver.NewToken()[:8] + "-"
 	stuck, held := prefix+"stuck", prefix+"held"
@@ -284,7 +284,7 @@ func TestUnlockNotQueued(t *testing.T) {
 	stuckDone := try(stuck)
 	require.Eventually(t, lockWaits(t, admin, "WITH u AS%", 1), 10*time.Second, 5*time.Millisecond)
 	heldDone := []chan result{try(held), try(held)}
-	require.Eventually(t, func() bool { return l.d.fl.queued() == 2 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return l.d.acquires.Queued() == 2 }, 10*time.Second, time.Millisecond)
 	require.NoError(t, l.Unlock(sqltest.OpCtx(t), heldLease), "an Unlock while a TryLock waits for its row")
 	before := stmts.n.Load()
 	commitStuck()
@@ -317,7 +317,7 @@ func TestUnlockNotQueued(t *testing.T) {
 func TestBatchAllLeave(t *testing.T) {
 	var stmts counter
 	l, _ := countedLocker(t, "batch_all_leave", 4, &stmts)
-	l.d.fl.max, l.d.fl.stall = 1, time.Hour // one round trip in flight: the others queue
+	l.d.acquires = l.d.newAcquires(1, time.Hour) // one round trip in flight: the others queue
 	admin := newPool(t, "")
 	prefix := "batch-all-leave-" + driver.NewToken()[:8] + "-"
 	first, c, d := prefix+"first", prefix+"c", prefix+"d"
@@ -342,7 +342,7 @@ func TestBatchAllLeave(t *testing.T) {
 			left <- err
 		}()
 	}
-	require.Eventually(t, func() bool { return l.d.fl.queued() == 2 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return l.d.acquires.Queued() == 2 }, 10*time.Second, time.Millisecond)
 	commitFirst()
 	require.NoError(t, <-firstDone)
 	require.Eventually(t, waiting(1), 10*time.Second, 5*time.Millisecond) // the batch of c and d

@@ -26,16 +26,16 @@ type dialect struct {
 
 	// batched: concurrent acquires share round trips (flights); otherwise each
 	// runs its own statement on a pooled connection.
-	batched bool
-	fl      flights        // the acquires in flight (batch.go; their statements: batchsql.go)
-	batches sync.WaitGroup // their batches' goroutines
-	gaveUp  handles        // acquires whose callers left while their batch ran
+	batched  bool
+	acquires *driver.Batcher[*call, struct{}] // batch.go; their statements: batchsql.go
+	batches  sync.WaitGroup                   // their batches' goroutines
+	gaveUp   handles                          // acquires whose callers left while their batch ran
 }
 
 func newDialect(pool *pgxpool.Pool, owner, table string) *dialect {
 	sql := newStatements(table)
 	d := &dialect{pool: pool, owner: owner, sql: sql, table: sql.tableID, batched: true}
-	d.fl = flights{run: d.runBatch, max: maxFlights, stall: stallAfter, wg: &d.batches}
+	d.acquires = d.newAcquires(maxFlights, stallAfter)
 	return d
 }
 
@@ -92,24 +92,17 @@ func (d *dialect) Acquire(ctx context.Context, r sqldialect.Row, ttl time.Durati
 	if !d.batched {
 		return acquired(d.acquireAlone(ctx, args))
 	}
-	s, c := d.fl.enter(ctx, args)
-	var res result
-	if s != nil {
-		res = d.acquireAlone(ctx, args)
-		s.leave()
-	} else {
-		var ok, queued bool
-		if res, ok, queued = d.fl.wait(ctx, c); !ok {
-			if queued {
-				return 0, false, sqldialect.Session{}, driver.NotSent(ctx.Err())
-			}
-			// The batch may still take the row: the cleanup's EndSession waits
-			// for the batch (ending its session only if its outcome is unknown),
-			// then the row is released.
-			return 0, false, d.gaveUp.add(c), ctx.Err()
+	c := &call{r: args, done: make(chan struct{})}
+	if _, err := d.acquires.Do(ctx, c); err != nil {
+		if driver.IsNotSent(err) {
+			return 0, false, sqldialect.Session{}, err
 		}
+		// The batch may still take the row: the cleanup's EndSession waits for
+		// the batch (ending its session only if its outcome is unknown), then the
+		// row is released.
+		return 0, false, d.gaveUp.add(c), err
 	}
-	return acquired(res)
+	return acquired(c.res)
 }
 
 // acquired returns res as Dialect.Acquire's results.
