@@ -67,6 +67,9 @@ func (l *Locker) tryLockChecked(ctx context.Context, key string, ttl time.Durati
 		}
 		return lease, err
 	}
+	if !l.uses(useFlights) {
+		return attempt()
+	}
 	return l.flights.run(ctx, key, start, attempt)
 }
 
@@ -175,9 +178,11 @@ func (a *acquisition) noQuorum() error {
 	if !errors.Is(err, distlock.ErrLocked) {
 		return err
 	}
-	l.saw(a.n, a.seen, a.res, a.held)
+	if l.uses(useSightings) {
+		l.saw(a.n, a.seen, a.res, a.held)
+	}
 	l.queued(a.key, a.mode != turnNone)
-	if a.mode != turnNone {
+	if a.mode != turnNone && l.uses(useRetry) {
 		digests := make([]string, 0, len(a.held))
 		for _, i := range a.held {
 			digests = append(digests, a.res[i].v.digest)

@@ -60,6 +60,26 @@ func WithTurnTimeout(opts *Options, d time.Duration) *Options {
 	return opts
 }
 
+// Speedups that WithOff switches off (speedups.go).
+const (
+	UseFlights    = useFlights
+	UseTurns      = useTurns
+	UseSightings  = useSightings
+	UseRetry      = useRetry
+	UseRenewBatch = useRenewBatch
+)
+
+// WithOff switches the speedups off in opts (nil: new Options), and returns it.
+func WithOff(opts *Options, off ...speedups) *Options {
+	if opts == nil {
+		opts = &Options{}
+	}
+	for _, s := range off {
+		opts.off |= s
+	}
+	return opts
+}
+
 // CountAcquires counts l's phase-1 scripts sent to node 0 (one per attempt) from
 // now on, and returns the count so far.
 func (l *Locker) CountAcquires() (count func() int64) {

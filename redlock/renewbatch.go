@@ -59,6 +59,9 @@ type renewal struct {
 // the next batch. It returns one reply per node, as fanout does; when ctx ends
 // before r's batch answers, each reply's error wraps errNoReply and ctx's error.
 func (l *Locker) renewOn(ctx context.Context, r *renewal) []reply[bool] {
+	if !l.uses(useRenewBatch) {
+		return l.renewBatch(ctx, []*renewal{r})[0]
+	}
 	rs := &l.renewals
 	rs.mu.Lock()
 	if !rs.busy {

@@ -92,6 +92,8 @@ func turnsName(n redisx.Names, key string) string {
 // waits on key (a Wait's subscription is open, seen has peeks) and has waiters left.
 func (l *Locker) turnMode(key string, seen peeks) string {
 	switch {
+	case !l.uses(useTurns):
+		return turnNone
 	case l.queue.Len(key) > 0:
 		return turnAgain
 	case seen.toks != nil:
@@ -179,7 +181,7 @@ func (l *Locker) turnScore(key string) (score int64, join bool) {
 	kv := l.views.get(key, false)
 	queued := kv != nil && kv.queued
 	l.views.mu.Unlock()
-	if queued {
+	if queued || !l.uses(useTurns) {
 		return 0, false
 	}
 	return l.turnSince(key, time.Now().UnixMicro()), true

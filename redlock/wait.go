@@ -85,7 +85,7 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 	// holders' times to live.
 	w.conf = newConfirmations(len(l.nodes), len(l.nodes)-l.quorum+1)
 	w.conf.drain(w.ls.Confirmed()) // channels subscribed already
-	if until, ok := l.sighted(w.n); ok {
+	if until, ok := l.sighted(w.n); ok && l.uses(useSightings) {
 		// This Locker's last TryLock found the key held on enough nodes while
 		// their channels were subscribed, and no message came since: a release
 		// from now on is not missed, and the read is not needed.
