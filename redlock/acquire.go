@@ -23,7 +23,7 @@ import (
 // for why that makes fences increase across different majorities.
 //
 // The Lease's Expires is the time taken before phase 1 was sent, plus ttl, minus the
-// clock-drift allowance (see Drift); TryLock fails unless Expires is still ahead when
+// clock-drift allowance (Options.DriftFactor and DriftConst); TryLock fails unless Expires is still ahead when
 // the quorum is complete. Each node gets NodeTimeout(ttl) per phase: a slow or dead
 // node is counted as failed, not waited for.
 //
@@ -97,7 +97,7 @@ func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, sta
 	}
 	if now := time.Now(); !a.expires.After(now) {
 		return a.fail(fmt.Errorf("the quorum took %v, more than ttl %v less the drift allowance %v; released",
-			now.Sub(start), ttl, l.Drift(ttl)))
+			now.Sub(start), ttl, l.drift(ttl)))
 	}
 	return a.succeed(), nil
 }
@@ -126,7 +126,7 @@ type acquisition struct {
 // newAcquisition prepares an attempt on key for ttl whose TryLock began at start.
 func (l *Locker) newAcquisition(ctx context.Context, key string, ttl time.Duration, start time.Time) *acquisition {
 	a := &acquisition{l: l, ctx: ctx, key: key, n: l.names(key), token: driver.NewToken(), start: start,
-		ms: redisx.Millis(ttl), nt: l.NodeTimeout(ttl), expires: start.Add(ttl - l.Drift(ttl)), att: &attempt{}}
+		ms: redisx.Millis(ttl), nt: l.NodeTimeout(ttl), expires: start.Add(ttl - l.drift(ttl)), att: &attempt{}}
 	a.seen = l.peek(a.n) // for a Wait that follows (sighting.go)
 	a.mode = l.turnMode(key, a.seen)
 	if a.mode != turnNone {

@@ -93,6 +93,15 @@ func (l *Locker) CountAcquires() (count func() int64) {
 	return n.Load
 }
 
+// Quorum returns how many nodes must agree: N/2+1.
+func (l *Locker) Quorum() int { return l.quorum }
+
+// Nodes returns N, the number of Redis masters.
+func (l *Locker) Nodes() int { return len(l.nodes) }
+
+// Drift returns the clock-drift allowance of a lease of ttl.
+func (l *Locker) Drift(ttl time.Duration) time.Duration { return l.drift(ttl) }
+
 // Waiting returns how many Waits of l wait on key's line.
 func (l *Locker) Waiting(key string) int { return l.queue.Len(key) }
 

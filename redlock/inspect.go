@@ -154,7 +154,7 @@ func (l *Locker) holder(key string, views []lockView, start time.Time) distlock.
 	if left == time.Duration(math.MaxInt64) {
 		left = 0 // no time to live: not one of ours; report no deadline
 	} else {
-		left -= l.Drift(left)
+		left -= l.drift(left)
 	}
 	if left > 0 {
 		h.Expires = start.Add(left)
