@@ -5,6 +5,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -85,6 +86,23 @@ func TestSpeedupsAB(t *testing.T) {
 	}
 }
 
+// serverCommands returns the commands the five nodes have processed so far.
+func serverCommands(t *testing.T) float64 {
+	var n float64
+	for _, c := range clients(t, nodeAddrs()) {
+		info, err := c.Info(context.Background(), "stats").Result()
+		require.NoError(t, err)
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "total_commands_processed:"); ok {
+				x, err := strconv.ParseFloat(v, 64)
+				require.NoError(t, err)
+				n += x
+			}
+		}
+	}
+	return n
+}
+
 // abW1: uncontended TryLock+Unlock by 1 goroutine: ops per second.
 func abW1(t *testing.T, opts *redlock.Options) map[string]float64 {
 	l := newLocker(t, opts)
@@ -134,14 +152,15 @@ func abW2(t *testing.T, opts *redlock.Options) map[string]float64 {
 			}
 		})
 	}
-	start := time.Now()
+	start, cmds := time.Now(), serverCommands(t)
 	wg.Wait()
 	var rounds int64
 	for _, c := range counts {
 		rounds += c()
 	}
 	n := float64(acquired.Load())
-	return map[string]float64{"acq/s": n / time.Since(start).Seconds(), "rounds/acq": float64(rounds) / n}
+	return map[string]float64{"acq/s": n / time.Since(start).Seconds(), "rounds/acq": float64(rounds) / n,
+		"requests/acq": (serverCommands(t) - cmds) / n}
 }
 
 // abW4: a herd of waiters on 4 Lockers (REDLOCK_AB_HERD each, default 50) waits on
@@ -206,7 +225,7 @@ func abW4(t *testing.T, opts *redlock.Options) map[string]float64 {
 	for _, c := range counts {
 		before += c()
 	}
-	start := time.Now()
+	start, cmds := time.Now(), serverCommands(t)
 	require.NoError(t, holder.Unlock(ctx, first))
 	wg.Wait()
 	var rounds int64
@@ -215,7 +234,7 @@ func abW4(t *testing.T, opts *redlock.Options) map[string]float64 {
 	}
 	n := float64(acquired.Load())
 	return map[string]float64{"handoffs/s": n / time.Since(start).Seconds(), "rounds/handoff": float64(rounds-before) / n,
-		"errors": float64(bad.Load()) + 1e-9}
+		"errors": float64(bad.Load()) + 1e-9, "requests/handoff": (serverCommands(t) - cmds) / n}
 }
 
 // abW5: one Locker holds 1000 leases and renews them all at once, 3 times: renewals
