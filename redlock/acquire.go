@@ -23,7 +23,7 @@ import (
 // for why that makes fences increase across different majorities.
 //
 // The Lease's Expires is the time taken before phase 1 was sent, plus ttl, minus the
-// clock-drift allowance (see Drift); TryLock fails unless Expires is still ahead when
+// clock-drift allowance (Options.DriftFactor and DriftConst); TryLock fails unless Expires is still ahead when
 // the quorum is complete. Each node gets NodeTimeout(ttl) per phase: a slow or dead
 // node is counted as failed, not waited for.
 //
@@ -60,200 +60,221 @@ func (l *Locker) tryLockChecked(ctx context.Context, key string, ttl time.Durati
 		return distlock.Lease{}, err
 	}
 	l.queue.Attempt(key) // a woken waiter's attempt ends its handoff
-	return l.flights.run(ctx, key, start, func() (distlock.Lease, error) {
+	attempt := func() (distlock.Lease, error) {
 		lease, err := l.tryLock(ctx, key, ttl, start, true)
 		if err != nil && !errors.Is(err, distlock.ErrLocked) {
 			l.queue.AttemptFailed(key) // nobody may take the key: wake the next waiter
 		}
 		return lease, err
-	})
+	}
+	if !l.uses(useFlights) {
+		return attempt()
+	}
+	return l.flights.run(ctx, key, start, attempt)
 }
 
-// tryLock is one attempt of TryLock, whose call began at start. When it finds a
-// fresh deployment (every node answered, none counts yet) and bootstrap is set, it
-// brings the nodes in and makes one more attempt (see nodestate.go).
+// tryLock is one attempt of TryLock, whose call began at start. Its steps: phase
+// 1 on every node (lock the key, count its fence), the nodes kept out
+// (nodestate.go: when it finds a fresh deployment and bootstrap is set, it brings
+// the nodes in and makes one more attempt), the quorum, phase 2 (raise the lagging
+// counters), and the validity left. A step that fails releases what the attempt
+// locked.
 func (l *Locker) tryLock(ctx context.Context, key string, ttl time.Duration, start time.Time, bootstrap bool) (distlock.Lease, error) {
-	n := l.names(key)
-	token := driver.NewToken()
-	ms := redisx.Millis(ttl)
-	nt := l.NodeTimeout(ttl)
-	expires := start.Add(ttl - l.Drift(ttl))
-
-	// Nodes that answer after phase 1 stopped waiting for them (late) join the
-	// lease if the attempt succeeded (their counter raised to its fence) and are
-	// released if it failed, or if the lease was unlocked meanwhile; those that
-	// answer before the outcome is known wait for it in att.
-	att := &attempt{}
-	settle := func(e lateReply) {
-		if e.err == nil && e.v.out != nil { // kept out: adopt it (adopt.go)
-			if att.succeeded && e.v.out.epoch == token {
-				l.tagLater(ctx, e.i, token) // found empty in a running deployment
-			}
-			l.adoptLater(e.i, max(e.v.out.left, 0))
-			return
-		}
-		if e.err == nil && !e.v.locked {
-			return // another owner's lock: nothing of ours
-		}
-		if att.succeeded && !att.unlocked.Load() && e.err == nil && e.v.fence == att.fence {
-			return // in step: the lock already records the lease's fence
-		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.CleanupTimeout)
-		defer cancel()
-		if att.succeeded && !att.unlocked.Load() {
-			_, _ = l.raiseOn(cctx, e.i, n, token, att.fence)
-		} else {
-			_, _ = l.releaseOn(cctx, e.i, newReleaseCall(n, token))
-		}
-	}
-	seen := l.peek(n) // for a Wait that follows (sighting.go)
-	mode := l.turnMode(key, seen)
-	// The script's keys and arguments, built once for all the nodes.
-	call := acquireCall{
-		keys: []string{n.Lock, n.Fence, l.state.marker, l.state.quarantine},
-		args: []any{token, ms, l.opts.Owner, l.quarantineMS},
-	}
-	// The key's turns (turns.go), and since when l waits on key (turnSince).
-	var score int64
-	if mode != turnNone {
-		call.keys = append(call.keys, turnsName(n, key))
-		score = l.turnSince(key, start.UnixMicro())
-		call.args = append(call.args, l.idArg, mode, score, start.UnixMicro())
-	}
-	// Phase 1 lingers for the slower nodes once decided (see fanout): a lease that
-	// holds more than a bare quorum survives a node's loss, and Unlock right after
-	// TryLock finds every lock made. Answers later still join the lease or are
-	// released.
-	res := fanout(ctx, l, nil, nt,
-		func(ctx context.Context, i int) (phase1, error) { return l.acquireOn(ctx, i, call) },
-		func(i int, r phase1, err error) {
-			e := lateReply{i, r, err}
-			if att.lateAnswer(e) {
-				settle(e)
-				att.settled(l, token)
-			}
-		},
-		l.decidedAcquire, true)
-	defer func() {
-		// Settle the late answers that came before the outcome was known.
-		for _, e := range att.early {
-			if e.err == nil && !e.v.locked && e.v.out == nil {
-				att.settled(l, token)
-				continue
-			}
-			l.group.Go(func() {
-				settle(e)
-				att.settled(l, token)
-			})
-		}
-	}()
-	var locked, held, failed []int
-	var fence int64
-	for i, r := range res {
-		switch {
-		case r.err != nil:
-			failed = append(failed, i)
-		case r.v.out != nil: // took nothing: counts as neither locked nor held
-		case r.v.locked:
-			locked = append(locked, i)
-			fence = max(fence, r.v.fence)
-		default:
-			held = append(held, i)
-		}
-	}
-	fail := func(err error) (distlock.Lease, error) {
-		att.decide(l, token, res, false, 0)
-		// Wait for the locks that answered (they answer fast); nodes whose outcome is
-		// unknown are cleaned up in the background.
-		c := newReleaseCall(n, token)
-		if mode != turnNone && errors.Is(err, distlock.ErrLocked) {
-			c = newJoinCall(n, key, token, l.id, score, ms)
-		}
-		l.release(ctx, locked, c, nt)
-		l.release(ctx, failed, c, 0)
-		return distlock.Lease{}, err
-	}
-	if again, err := l.settleNodes(ctx, res, bootstrap && len(locked) == 0); again {
-		att.decide(l, token, res, false, 0)
+	a := l.newAcquisition(ctx, key, ttl, start)
+	a.phase1()
+	defer a.settleEarly()
+	if again, err := l.settleNodes(ctx, a.res, bootstrap && len(a.locked) == 0); again {
+		a.att.decide(l, a.token, a.res, false, 0)
 		return l.tryLock(ctx, key, ttl, start, false)
 	} else if err != nil {
-		return fail(err)
+		return a.fail(err)
 	}
-	if len(locked) < l.quorum {
-		err := l.noQuorum(ctx, key, res, locked, held)
-		if errors.Is(err, distlock.ErrLocked) {
-			l.saw(n, seen, res, held)
-			l.queued(key, mode != turnNone)
-			if mode != turnNone {
-				digests := make([]string, 0, len(held))
-				for _, i := range held {
-					digests = append(digests, res[i].v.digest)
-				}
-				l.releasing(key, len(locked), digests)
-			}
-		}
-		return fail(err)
+	if len(a.locked) < l.quorum {
+		return a.fail(a.noQuorum())
 	}
+	if err := a.phase2(); err != nil {
+		return a.fail(err)
+	}
+	if now := time.Now(); !a.expires.After(now) {
+		return a.fail(fmt.Errorf("the quorum took %v, more than ttl %v less the drift allowance %v; released",
+			now.Sub(start), ttl, l.drift(ttl)))
+	}
+	return a.succeed(), nil
+}
 
-	// Phase 2: raise the lagging counters. Only locked nodes count towards the
-	// quorum; raising the others too keeps the counters in step for later
-	// acquisitions.
+// An acquisition is the state of one attempt of TryLock (tryLock).
+type acquisition struct {
+	l       *Locker
+	ctx     context.Context
+	key     string
+	n       redisx.Names
+	token   string
+	start   time.Time // when the TryLock began
+	ms      int64     // ttl in ms
+	nt      time.Duration
+	expires time.Time
+	att     *attempt // the answers that come after phase 1 stopped waiting (attempt.go)
+	seen    peeks    // the hubs' channels before phase 1 (sighting.go)
+	mode    string   // the attempt's part in the key's turns (turns.go)
+	score   int64    // since when l waits on the key, when mode is not turnNone
+	// Phase 1's replies, by node, and the nodes by reply.
+	res                  []reply[phase1]
+	locked, held, failed []int
+	fence                int64 // the largest counter among the locked nodes
+}
+
+// newAcquisition prepares an attempt on key for ttl whose TryLock began at start.
+func (l *Locker) newAcquisition(ctx context.Context, key string, ttl time.Duration, start time.Time) *acquisition {
+	a := &acquisition{l: l, ctx: ctx, key: key, n: l.names(key), token: driver.NewToken(), start: start,
+		ms: redisx.Millis(ttl), nt: l.NodeTimeout(ttl), expires: start.Add(ttl - l.drift(ttl)), att: &attempt{}}
+	a.seen = l.peek(a.n) // for a Wait that follows (sighting.go)
+	a.mode = l.turnMode(key, a.seen)
+	if a.mode != turnNone {
+		a.score = l.turnSince(key, start.UnixMicro()) // since when l waits on key
+	}
+	return a
+}
+
+// phase1 runs the acquire script on every node at once and sorts the replies. It
+// lingers for the slower nodes once decided (see fanout): a lease that holds more
+// than a bare quorum survives a node's loss, and Unlock right after TryLock finds
+// every lock made. Answers later still join the lease or are released (settle).
+func (a *acquisition) phase1() {
+	l := a.l
+	// The script's keys and arguments, built once for all the nodes; with the
+	// key's turns (turns.go) when l waits on the key.
+	call := acquireCall{
+		keys: []string{a.n.Lock, a.n.Fence, l.state.marker, l.state.quarantine},
+		args: []any{a.token, a.ms, l.opts.Owner, l.quarantineMS},
+	}
+	if a.mode != turnNone {
+		call.keys = append(call.keys, turnsName(a.n, a.key))
+		call.args = append(call.args, l.idArg, a.mode, a.score, a.start.UnixMicro())
+	}
+	a.res = fanout(a.ctx, l, nil, a.nt,
+		func(ctx context.Context, i int) (phase1, error) { return l.acquireOn(ctx, i, call) },
+		a.late, l.decidedAcquire, true)
+	for i, r := range a.res {
+		switch {
+		case r.err != nil:
+			a.failed = append(a.failed, i)
+		case r.v.out != nil: // took nothing: counts as neither locked nor held
+		case r.v.locked:
+			a.locked = append(a.locked, i)
+			a.fence = max(a.fence, r.v.fence)
+		default:
+			a.held = append(a.held, i)
+		}
+	}
+}
+
+// noQuorum is the error of an attempt that locked fewer than a quorum of nodes.
+// When it is contention, the attempt's sightings (sighting.go), turns (turns.go)
+// and the release it came too early for (retry.go) are recorded for the Waits that
+// follow.
+func (a *acquisition) noQuorum() error {
+	l := a.l
+	err := l.noQuorum(a.ctx, a.key, a.res, a.locked, a.held)
+	if !errors.Is(err, distlock.ErrLocked) {
+		return err
+	}
+	if l.uses(useSightings) {
+		l.saw(a.n, a.seen, a.res, a.held)
+	}
+	l.queued(a.key, a.mode != turnNone)
+	if a.mode != turnNone && l.uses(useRetry) {
+		digests := make([]string, 0, len(a.held))
+		for _, i := range a.held {
+			digests = append(digests, a.res[i].v.digest)
+		}
+		l.releasing(a.key, len(a.locked), digests)
+	}
+	return err
+}
+
+// phase2 raises the lagging counters to the fence. Only locked nodes count towards
+// the quorum: when fewer than a quorum of them record the fence already, it raises
+// the lagging locked nodes and waits until a quorum records it (or returns the
+// error); otherwise it raises them in the background, bounded, which keeps the
+// counters in step for later acquisitions.
+func (a *acquisition) phase2() error {
+	l := a.l
 	ok := 0
 	var lagLocked []int
-	for i, r := range res {
+	for i, r := range a.res {
 		switch {
 		case r.err != nil, r.v.out != nil:
 		case !r.v.locked:
 			// Another owner's lock: phase 1 did not read its counter, which that
 			// owner's own attempt incremented. Raising it is not needed for
 			// safety (only locked nodes count); a later phase 2 raises it if it lags.
-		case r.v.fence >= fence:
+		case r.v.fence >= a.fence:
 			ok++
 		default:
 			lagLocked = append(lagLocked, i)
 		}
 	}
-	raise := func(ctx context.Context, i int) (bool, error) { return l.raiseOn(ctx, i, n, token, fence) }
-	if ok < l.quorum {
-		res2 := fanout(ctx, l, lagLocked, nt, raise, nil, func(res []reply[bool]) bool {
-			more := 0
-			for _, i := range lagLocked {
-				if r := res[i]; r.answered && r.err == nil && r.v {
-					more++
-				}
-			}
-			return ok+more >= l.quorum
-		}, false)
+	raise := func(ctx context.Context, i int) (bool, error) { return l.raiseOn(ctx, i, a.n, a.token, a.fence) }
+	if ok >= l.quorum {
+		if len(lagLocked) > 0 {
+			// Not needed for this lease: raise in the background, bounded.
+			l.group.Go(func() {
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), l.opts.CleanupTimeout)
+				defer cancel()
+				fanout(cctx, l, lagLocked, a.nt, raise, nil, nil, false)
+			})
+		}
+		return nil
+	}
+	res2 := fanout(a.ctx, l, lagLocked, a.nt, raise, nil, func(res []reply[bool]) bool {
+		more := 0
 		for _, i := range lagLocked {
-			if r := res2[i]; r.err == nil && r.v {
-				ok++
+			if r := res[i]; r.answered && r.err == nil && r.v {
+				more++
 			}
 		}
-		if ok < l.quorum {
-			errs := nodeErrors(l, res2)
-			if ctx.Err() != nil {
-				errs = append(errs, ctx.Err())
-			}
-			return fail(fmt.Errorf("fence %d recorded on only %d of %d nodes (quorum %d); released: %w",
-				fence, ok, len(l.nodes), l.quorum, errors.Join(errs...)))
+		return ok+more >= l.quorum
+	}, false)
+	for _, i := range lagLocked {
+		if r := res2[i]; r.err == nil && r.v {
+			ok++
 		}
-	} else if lag := lagLocked; len(lag) > 0 {
-		// Not needed for this lease: raise in the background, bounded.
-		l.group.Go(func() {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opts.CleanupTimeout)
-			defer cancel()
-			fanout(cctx, l, lag, nt, raise, nil, nil, false)
-		})
 	}
-	if now := time.Now(); !expires.After(now) {
-		return fail(fmt.Errorf("the quorum took %v, more than ttl %v less the drift allowance %v; released",
-			now.Sub(start), ttl, l.Drift(ttl)))
+	if ok >= l.quorum {
+		return nil
 	}
-	att.decide(l, token, res, true, fence)
-	l.acquired(key, token)
-	l.queued(key, mode == turnAgain)
-	l.took(key)
-	return distlock.Lease{Key: key, Token: token, Fence: uint64(fence), Expires: expires}, nil
+	errs := nodeErrors(l, res2)
+	if a.ctx.Err() != nil {
+		errs = append(errs, a.ctx.Err())
+	}
+	return fmt.Errorf("fence %d recorded on only %d of %d nodes (quorum %d); released: %w",
+		a.fence, ok, len(l.nodes), l.quorum, errors.Join(errs...))
+}
+
+// fail ends a failed attempt with err. It waits for the release of the locks that
+// answered (they answer fast); the nodes whose outcome is unknown are cleaned up
+// in the background. An attempt that found the key held while l waits on it joins
+// the key's turns where it releases (turns.go).
+func (a *acquisition) fail(err error) (distlock.Lease, error) {
+	l := a.l
+	a.att.decide(l, a.token, a.res, false, 0)
+	c := newReleaseCall(a.n, a.token)
+	if a.mode != turnNone && errors.Is(err, distlock.ErrLocked) {
+		c = newJoinCall(a.n, a.key, a.token, l.id, a.score, a.ms)
+	}
+	l.release(a.ctx, a.locked, c, a.nt)
+	l.release(a.ctx, a.failed, c, 0)
+	return distlock.Lease{}, err
+}
+
+// succeed ends a successful attempt: its lease.
+func (a *acquisition) succeed() distlock.Lease {
+	l := a.l
+	a.att.decide(l, a.token, a.res, true, a.fence)
+	l.acquired(a.key, a.token)
+	l.queued(a.key, a.mode == turnAgain)
+	l.took(a.key)
+	return distlock.Lease{Key: a.key, Token: a.token, Fence: uint64(a.fence), Expires: a.expires}
 }
 
 // noQuorum builds the error of an attempt that locked fewer than a quorum of nodes.

@@ -14,7 +14,7 @@ import (
 // after its quarantine has ended, from the eras of a quorum of the other nodes
 // (nodestate.go). Waiting for an unrelated attempt to set it would leave the node
 // out for as long as no traffic comes, and a second loss meanwhile would leave too
-// few nodes with an era to give either of them one, for good (issue 28). So a
+// few nodes with an era to give either of them one, for good. So a
 // Locker that sees a node kept out adopts it itself: it schedules a probe at the
 // end of the node's quarantine, which reads every node's state and gives the node
 // its era when a quorum of nodes with an era answered; it probes again every

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -61,5 +62,59 @@ func (a *attempt) settled(l *Locker, token string) {
 	defer a.mu.Unlock()
 	if a.outstanding--; a.outstanding == 0 {
 		l.late.Delete(token)
+	}
+}
+
+// late is phase 1's handler of node i's answer after the fan-out stopped waiting
+// for it: settled at once when the outcome is known, else when TryLock returns
+// (settleEarly).
+func (a *acquisition) late(i int, v phase1, err error) {
+	e := lateReply{i, v, err}
+	if a.att.lateAnswer(e) {
+		a.settle(e)
+		a.att.settled(a.l, a.token)
+	}
+}
+
+// settleEarly settles the late answers that came before the outcome was known.
+func (a *acquisition) settleEarly() {
+	for _, e := range a.att.early {
+		if e.err == nil && !e.v.locked && e.v.out == nil {
+			a.att.settled(a.l, a.token)
+			continue
+		}
+		a.l.group.Go(func() {
+			a.settle(e)
+			a.att.settled(a.l, a.token)
+		})
+	}
+}
+
+// settle acts on a late answer once the attempt's outcome is known: a node that
+// was kept out is adopted (adopt.go); a lock it made joins the lease (its counter
+// raised to the lease's fence) when the attempt succeeded and the lease was not
+// unlocked meanwhile, and is released otherwise (also on a node whose outcome is
+// unknown), with a fresh context bounded by Options.CleanupTimeout.
+func (a *acquisition) settle(e lateReply) {
+	l, att := a.l, a.att
+	if e.err == nil && e.v.out != nil { // kept out: adopt it (adopt.go)
+		if att.succeeded && e.v.out.epoch == a.token {
+			l.tagLater(a.ctx, e.i, a.token) // found empty in a running deployment
+		}
+		l.adoptLater(e.i, max(e.v.out.left, 0))
+		return
+	}
+	if e.err == nil && !e.v.locked {
+		return // another owner's lock: nothing of ours
+	}
+	if att.succeeded && !att.unlocked.Load() && e.err == nil && e.v.fence == att.fence {
+		return // in step: the lock already records the lease's fence
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), l.opts.CleanupTimeout)
+	defer cancel()
+	if att.succeeded && !att.unlocked.Load() {
+		_, _ = l.raiseOn(cctx, e.i, a.n, a.token, att.fence)
+	} else {
+		_, _ = l.releaseOn(cctx, e.i, newReleaseCall(a.n, a.token))
 	}
 }

@@ -9,21 +9,13 @@ import (
 	"github.com/distlock/distlock/internal/redisx"
 )
 
-// A Report is what CheckServer read from the masters and the settings it found unsafe
-// for locks (see redisx.Report's fields: Servers, Findings, OK and String).
-type (
-	Report  = redisx.Report
-	Server  = redisx.Server
-	Finding = redisx.Finding
-)
-
 // checkTimeout bounds CheckServer's wait for each master.
 const checkTimeout = 5 * time.Second
 
 // nodeCheck is one master's part of a CheckServer report.
 type nodeCheck struct {
-	s  Server
-	fs []Finding
+	s  redisx.Server
+	fs []redisx.Finding
 }
 
 // CheckServer reads the settings of every master (one round trip each, all at
@@ -35,24 +27,26 @@ type nodeCheck struct {
 // reach the same server (one run_id). A master that does not answer, or refuses a
 // command (CONFIG renamed or denied by an ACL), gives a finding that says what could
 // not be checked; the error, an *distlock.OpError, is for when no master could be
-// read at all. Call it at start-up; New does no I/O.
-func (l *Locker) CheckServer(ctx context.Context) (Report, error) {
+// read at all. The Report lists the Servers read and the Findings, and says
+// whether all is OK (its String is for people). Call it at start-up; New does no
+// I/O.
+func (l *Locker) CheckServer(ctx context.Context) (redisx.Report, error) {
 	if err := l.group.Enter(); err != nil {
-		return Report{}, opError("CheckServer", "", err)
+		return redisx.Report{}, opError("CheckServer", "", err)
 	}
 	defer l.group.Leave()
 	res := fanout(ctx, l, nil, checkTimeout, func(ctx context.Context, i int) (nodeCheck, error) {
 		s, fs, err := redisx.CheckOne(ctx, l.nodes[i].Client, l.nodes[i].Name, redisx.RedLockNode)
 		return nodeCheck{s, fs}, err
 	}, nil, nil, false)
-	var r Report
+	var r redisx.Report
 	var errs []error
 	seen := make(map[string]string) // run_id -> node name
 	for i, c := range res {
 		name := l.nodes[i].Name
 		if c.err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, c.err))
-			r.Findings = append(r.Findings, Finding{Server: name, Setting: "connection", Unchecked: true,
+			r.Findings = append(r.Findings, redisx.Finding{Server: name, Setting: "connection", Unchecked: true,
 				Message: fmt.Sprintf("not reached (%v): its settings could not be checked", c.err)})
 			continue
 		}
@@ -60,7 +54,7 @@ func (l *Locker) CheckServer(ctx context.Context) (Report, error) {
 		r.Findings = append(r.Findings, c.v.fs...)
 		if id := c.v.s.RunID; id != "" {
 			if other, dup := seen[id]; dup {
-				r.Findings = append(r.Findings, Finding{Server: name, Setting: "run_id", Value: id,
+				r.Findings = append(r.Findings, redisx.Finding{Server: name, Setting: "run_id", Value: id,
 					Message: fmt.Sprintf("the same server as %s: each master must be counted once, or one server's loss counts twice", other)})
 			}
 			seen[id] = name

@@ -313,9 +313,8 @@
 // Locker waits on the key (the key's channel is subscribed), as does a Wait's read
 // of the locks, and Unlock's release names the first Locker and takes it out
 // ("<digest>|<Locker ID>"). Only the Locker named and the one after it hear the
-// release (their turn channels): the others in line would only ignore it, and
-// reading every release from every master in every Locker cost more than the rest
-// of a handoff. A Locker in line wakes on a release that names it (or nobody); the
+// release (their turn channels): the others in line would only ignore it, so a
+// release is read by two Lockers, not by every Locker in line. A Locker in line wakes on a release that names it (or nobody); the
 // one after it tries anyway when no release came 50ms after (the Locker named may
 // have no waiter left); and a Locker whose turn channel hears a release while it
 // has no Wait on the key passes it on to the key's channel, where the others hear

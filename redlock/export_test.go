@@ -60,6 +60,26 @@ func WithTurnTimeout(opts *Options, d time.Duration) *Options {
 	return opts
 }
 
+// Speedups that WithOff switches off (speedups.go).
+const (
+	UseFlights    = useFlights
+	UseTurns      = useTurns
+	UseSightings  = useSightings
+	UseRetry      = useRetry
+	UseRenewBatch = useRenewBatch
+)
+
+// WithOff switches the speedups off in opts (nil: new Options), and returns it.
+func WithOff(opts *Options, off ...speedups) *Options {
+	if opts == nil {
+		opts = &Options{}
+	}
+	for _, s := range off {
+		opts.off |= s
+	}
+	return opts
+}
+
 // CountAcquires counts l's phase-1 scripts sent to node 0 (one per attempt) from
 // now on, and returns the count so far.
 func (l *Locker) CountAcquires() (count func() int64) {
@@ -72,6 +92,15 @@ func (l *Locker) CountAcquires() (count func() int64) {
 	l.hookAcquire.Store(&hook)
 	return n.Load
 }
+
+// Quorum returns how many nodes must agree: N/2+1.
+func (l *Locker) Quorum() int { return l.quorum }
+
+// Nodes returns N, the number of Redis masters.
+func (l *Locker) Nodes() int { return len(l.nodes) }
+
+// Drift returns the clock-drift allowance of a lease of ttl.
+func (l *Locker) Drift(ttl time.Duration) time.Duration { return l.drift(ttl) }
 
 // Waiting returns how many Waits of l wait on key's line.
 func (l *Locker) Waiting(key string) int { return l.queue.Len(key) }

@@ -66,39 +66,66 @@ func fanout[T any](ctx context.Context, l *Locker, idx []int, timeout time.Durat
 	if idx == nil {
 		idx = l.all
 	}
-	res := make([]reply[T], len(l.nodes))
+	fo := &fan[T]{l: l, idx: idx, res: make([]reply[T], len(l.nodes))}
 	if len(idx) == 0 {
-		return res
+		return fo.res
 	}
-	deadline := time.Now().Add(timeout)
-	type msg struct {
-		i   int
-		v   T
-		err error
+	fo.launch(ctx, time.Now().Add(timeout), f, late)
+	decided, cause := fo.collect(ctx, enough, linger)
+	if fo.waiting > 0 {
+		fo.abandon(decided, cause, timeout)
 	}
-	ch := make(chan msg, len(idx))
-	states := make([]atomic.Int32, len(l.nodes))
-	// One context for all the calls, cancelled by the last one to finish (never
-	// earlier: an abandoned call still runs to its end).
+	return fo.res
+}
+
+// A fan is one fanout in progress.
+type fan[T any] struct {
+	l        *Locker
+	idx      []int
+	res      []reply[T]
+	ch       chan fanMsg[T]
+	states   []atomic.Int32 // per node: pending, delivered or abandoned
+	deadline time.Time
+	waiting  int // calls not collected yet
+}
+
+// A fanMsg is one node's answer, delivered to the fan-out.
+type fanMsg[T any] struct {
+	i   int
+	v   T
+	err error
+}
+
+// launch starts f on each node of fo.idx, on workers of l.group, with one context
+// for all the calls that ends at deadline, cancelled by the last call to finish
+// (never earlier: an abandoned call still runs to its end). A call's answer is
+// delivered to fo.ch unless the fan-out abandoned it; then it goes to late.
+func (fo *fan[T]) launch(ctx context.Context, deadline time.Time,
+	f func(ctx context.Context, i int) (T, error), late func(i int, v T, err error)) {
+	l := fo.l
+	fo.deadline = deadline
+	fo.ch = make(chan fanMsg[T], len(fo.idx))
+	fo.states = make([]atomic.Int32, len(l.nodes))
+	fo.waiting = len(fo.idx)
 	cctx, cancel := context.WithDeadline(ctx, deadline)
 	var running atomic.Int32
-	running.Store(int32(len(idx)))
+	running.Store(int32(len(fo.idx)))
 	finished := func() {
 		if running.Add(-1) == 0 {
 			cancel()
 		}
 	}
-	for _, i := range idx {
-		res[i].ran = true
-		res[i].suspect = l.suspect[i].Load()
+	for _, i := range fo.idx {
+		fo.res[i].ran = true
+		fo.res[i].suspect = l.suspect[i].Load()
 		l.group.Run(func() {
 			v, err := f(cctx, i)
 			finished()
 			if ctx.Err() == nil {
 				l.suspect[i].Store(err != nil)
 			}
-			if states[i].CompareAndSwap(pending, delivered) {
-				ch <- msg{i, v, err}
+			if fo.states[i].CompareAndSwap(pending, delivered) {
+				fo.ch <- fanMsg[T]{i, v, err}
 				return
 			}
 			if late != nil {
@@ -106,62 +133,69 @@ func fanout[T any](ctx context.Context, l *Locker, idx []int, timeout time.Durat
 			}
 		})
 	}
+}
+
+// collect gathers the answers until every call answered, the deadline passed, or
+// ctx ended (its error is cause); once enough reports the outcome decided, it
+// stops at once, or with linger only after as long again as the fan-out has taken
+// so far (at least decidedGrace, at most until the deadline).
+func (fo *fan[T]) collect(ctx context.Context, enough func(res []reply[T]) bool, linger bool) (decided bool, cause error) {
 	begin := time.Now()
-	timer := time.NewTimer(time.Until(deadline))
+	timer := time.NewTimer(time.Until(fo.deadline))
 	defer timer.Stop()
-	waiting := len(idx)
-	decided := false
-	var cause error
-collect:
-	for waiting > 0 {
+	for fo.waiting > 0 {
 		select {
-		case m := <-ch:
-			res[m.i].v, res[m.i].err, res[m.i].answered = m.v, m.err, true
-			waiting--
-			if !decided && waiting > 0 && enough != nil && enough(res) {
+		case m := <-fo.ch:
+			fo.store(m)
+			if !decided && fo.waiting > 0 && enough != nil && enough(fo.res) {
 				decided = true
 				if !linger {
-					break collect
+					return decided, nil
 				}
 				now := time.Now()
-				if until := now.Add(max(now.Sub(begin), decidedGrace)); until.Before(deadline) {
+				if until := now.Add(max(now.Sub(begin), decidedGrace)); until.Before(fo.deadline) {
 					timer.Reset(until.Sub(now))
 				}
 			}
 		case <-timer.C:
-			break collect
+			return decided, nil
 		case <-ctx.Done():
-			cause = ctx.Err()
-			break collect
+			return decided, ctx.Err()
 		}
 	}
-	if waiting == 0 {
-		return res
-	}
-	// Abandon the calls that have not answered; those that answered just now are on
-	// their way and are better than nothing.
+	return decided, nil
+}
+
+// store records answer m.
+func (fo *fan[T]) store(m fanMsg[T]) {
+	fo.res[m.i].v, fo.res[m.i].err, fo.res[m.i].answered = m.v, m.err, true
+	fo.waiting--
+}
+
+// abandon gives up the calls that have not answered: each gets an error wrapping
+// errNoReply (and cause), and a node that timed out becomes a suspect. Those that
+// answered just now are on their way and are better than nothing: it takes them.
+func (fo *fan[T]) abandon(decided bool, cause error, timeout time.Duration) {
 	racing := 0
-	for _, i := range idx {
-		if res[i].answered {
+	for _, i := range fo.idx {
+		if fo.res[i].answered {
 			continue
 		}
-		if states[i].CompareAndSwap(pending, abandoned) {
-			switch {
-			case cause != nil:
-				res[i].err = fmt.Errorf("%w: %w", errNoReply, cause)
-			case decided:
-				res[i].err = fmt.Errorf("%w (outcome decided by the other nodes)", errNoReply)
-			default:
-				l.suspect[i].Store(true)
-				res[i].err = fmt.Errorf("%w (node timeout %v)", errNoReply, timeout)
-			}
-		} else {
+		if !fo.states[i].CompareAndSwap(pending, abandoned) {
 			racing++
+			continue
+		}
+		switch {
+		case cause != nil:
+			fo.res[i].err = fmt.Errorf("%w: %w", errNoReply, cause)
+		case decided:
+			fo.res[i].err = fmt.Errorf("%w (outcome decided by the other nodes)", errNoReply)
+		default:
+			fo.l.suspect[i].Store(true)
+			fo.res[i].err = fmt.Errorf("%w (node timeout %v)", errNoReply, timeout)
 		}
 	}
 	for range racing {
-		m := <-ch
-		res[m.i].v, res[m.i].err, res[m.i].answered = m.v, m.err, true
+		fo.store(<-fo.ch)
 	}
-	return res
 }

@@ -78,26 +78,7 @@ func (l *Locker) inspect(ctx context.Context, key string) (distlock.Holder, erro
 	n := l.names(key)
 	start := time.Now()
 	res := fanout(ctx, l, nil, l.opts.NodeTimeout, func(ctx context.Context, i int) (lockView, error) {
-		v, err := l.nodes[i].Run(ctx, inspectScript, []string{n.Lock}).Slice()
-		if errors.Is(err, redis.Nil) {
-			return lockView{free: true}, nil
-		}
-		if err != nil {
-			return lockView{}, err
-		}
-		if len(v) != 4 {
-			return lockView{}, fmt.Errorf("unexpected reply %#v from the inspect script", v)
-		}
-		token, _ := v[0].(string)
-		fs, _ := v[1].(string)
-		owner, _ := v[2].(string)
-		pttl, _ := v[3].(int64)
-		fence, _ := strconv.ParseUint(fs, 10, 64)
-		d := time.Duration(pttl) * time.Millisecond
-		if pttl < 0 {
-			d = -1
-		}
-		return lockView{token: token, owner: owner, fence: fence, pttl: d}, nil
+		return l.inspectOn(ctx, i, n.Lock)
 	}, nil, l.decidedView, false)
 	answered := 0
 	byToken := make(map[string][]lockView)
@@ -111,36 +92,9 @@ func (l *Locker) inspect(ctx context.Context, key string) (distlock.Holder, erro
 		}
 	}
 	for _, views := range byToken {
-		if len(views) < l.quorum {
-			continue
+		if len(views) >= l.quorum {
+			return l.holder(key, views, start), nil
 		}
-		h := distlock.Holder{Key: key}
-		ttls := make([]time.Duration, 0, len(views))
-		for _, v := range views {
-			if v.fence > h.Fence {
-				h.Fence, h.Owner = v.fence, v.owner
-			}
-			if h.Owner == "" {
-				h.Owner = v.owner
-			}
-			if v.pttl < 0 {
-				ttls = append(ttls, time.Duration(math.MaxInt64))
-			} else {
-				ttls = append(ttls, v.pttl)
-			}
-		}
-		// The quorum dissolves when the quorum-th longest lock expires.
-		slices.SortFunc(ttls, func(a, b time.Duration) int { return cmp.Compare(b, a) })
-		left := ttls[l.quorum-1]
-		if left == time.Duration(math.MaxInt64) {
-			left = 0 // no time to live: not one of ours; report no deadline
-		} else {
-			left -= l.Drift(left)
-		}
-		if left > 0 {
-			h.Expires = start.Add(left)
-		}
-		return h, nil
 	}
 	if answered < l.quorum {
 		errs := nodeErrors(l, res)
@@ -150,4 +104,60 @@ func (l *Locker) inspect(ctx context.Context, key string) (distlock.Holder, erro
 		return distlock.Holder{}, fmt.Errorf("only %d of %d nodes answered (quorum %d): %w", answered, len(l.nodes), l.quorum, errors.Join(errs...))
 	}
 	return distlock.Holder{}, fmt.Errorf("no owner holds it on a quorum of %d of %d nodes: %w", l.quorum, len(l.nodes), distlock.ErrNotHeld)
+}
+
+// inspectOn reads the lock (Redis name lock) on node i.
+func (l *Locker) inspectOn(ctx context.Context, i int, lock string) (lockView, error) {
+	v, err := l.nodes[i].Run(ctx, inspectScript, []string{lock}).Slice()
+	if errors.Is(err, redis.Nil) {
+		return lockView{free: true}, nil
+	}
+	if err != nil {
+		return lockView{}, err
+	}
+	if len(v) != 4 {
+		return lockView{}, fmt.Errorf("unexpected reply %#v from the inspect script", v)
+	}
+	token, _ := v[0].(string)
+	fs, _ := v[1].(string)
+	owner, _ := v[2].(string)
+	pttl, _ := v[3].(int64)
+	fence, _ := strconv.ParseUint(fs, 10, 64)
+	d := time.Duration(pttl) * time.Millisecond
+	if pttl < 0 {
+		d = -1
+	}
+	return lockView{token: token, owner: owner, fence: fence, pttl: d}, nil
+}
+
+// holder is the Holder of key whose token's locks, read from a quorum of nodes
+// or more, are views (see Inspect); start is when the read began.
+func (l *Locker) holder(key string, views []lockView, start time.Time) distlock.Holder {
+	h := distlock.Holder{Key: key}
+	ttls := make([]time.Duration, 0, len(views))
+	for _, v := range views {
+		if v.fence > h.Fence {
+			h.Fence, h.Owner = v.fence, v.owner
+		}
+		if h.Owner == "" {
+			h.Owner = v.owner
+		}
+		if v.pttl < 0 {
+			ttls = append(ttls, time.Duration(math.MaxInt64))
+		} else {
+			ttls = append(ttls, v.pttl)
+		}
+	}
+	// The quorum dissolves when the quorum-th longest lock expires.
+	slices.SortFunc(ttls, func(a, b time.Duration) int { return cmp.Compare(b, a) })
+	left := ttls[l.quorum-1]
+	if left == time.Duration(math.MaxInt64) {
+		left = 0 // no time to live: not one of ours; report no deadline
+	} else {
+		left -= l.drift(left)
+	}
+	if left > 0 {
+		h.Expires = start.Add(left)
+	}
+	return h
 }

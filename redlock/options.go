@@ -100,6 +100,8 @@ type Options struct {
 	hub redisx.HubConfig
 	// turnTimeout replaces defaultTurnTimeout in tests (export_test.go).
 	turnTimeout time.Duration
+	// off switches speedups off, in tests (speedups.go).
+	off speedups
 }
 
 // withDefaults returns o with its zero fields filled in, or an error wrapping

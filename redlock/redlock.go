@@ -93,7 +93,7 @@ func New(clients []redis.UniversalClient, opts *Options) (*Locker, error) {
 	l.state = stateKeys(o.Prefix)
 	l.turnTimeout = cmp.Or(o.turnTimeout, defaultTurnTimeout)
 	l.idArg = l.id
-	l.quarantineMS = redisx.Millis(o.MaxTTL + o.MaxTTL/10 + l.Drift(o.MaxTTL))
+	l.quarantineMS = redisx.Millis(o.MaxTTL + o.MaxTTL/10 + l.drift(o.MaxTTL))
 	hub := o.hub
 	hub.Unheard = l.passTurn // turns.go
 	addrs := make(map[string]int)
@@ -163,12 +163,6 @@ func (l *Locker) Close() error {
 	return nil
 }
 
-// Quorum returns how many nodes must agree: N/2+1.
-func (l *Locker) Quorum() int { return l.quorum }
-
-// Nodes returns N, the number of Redis masters.
-func (l *Locker) Nodes() int { return len(l.nodes) }
-
 // Owner returns the owner label that the Locker stores with its locks.
 func (l *Locker) Owner() string { return l.opts.Owner }
 
@@ -178,9 +172,9 @@ func (l *Locker) NodeTimeout(ttl time.Duration) time.Duration {
 	return max(MinNodeTimeout, min(l.opts.NodeTimeout, ttl/10))
 }
 
-// Drift returns the clock-drift allowance of a lease of ttl: ttl*DriftFactor +
+// drift returns the clock-drift allowance of a lease of ttl: ttl*DriftFactor +
 // DriftConst, rounded up to a microsecond.
-func (l *Locker) Drift(ttl time.Duration) time.Duration {
+func (l *Locker) drift(ttl time.Duration) time.Duration {
 	d := time.Duration(math.Ceil(float64(ttl)*l.opts.DriftFactor/float64(time.Microsecond))) * time.Microsecond
 	return d + l.opts.DriftConst
 }
@@ -196,7 +190,7 @@ func (l *Locker) checkTTL(ttl time.Duration) error {
 	if ttl > l.opts.MaxTTL {
 		return fmt.Errorf("%w: ttl %v is longer than Options.MaxTTL %v", distlock.ErrInvalid, ttl, l.opts.MaxTTL)
 	}
-	if d := l.Drift(ttl); ttl <= d+l.NodeTimeout(ttl) {
+	if d := l.drift(ttl); ttl <= d+l.NodeTimeout(ttl) {
 		return fmt.Errorf("%w: ttl %v leaves no validity after the clock-drift allowance %v and one node timeout %v", distlock.ErrInvalid, ttl, d, l.NodeTimeout(ttl))
 	}
 	return nil

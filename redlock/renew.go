@@ -62,7 +62,7 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	}
 	n := l.names(lease.Key)
 	ms := redisx.Millis(ttl)
-	expires := start.Add(ttl - l.Drift(ttl))
+	expires := start.Add(ttl - l.drift(ttl))
 	var res []reply[bool]
 	if redisx.Ours(lease.Token) {
 		// Concurrent Renews of this Locker go out in batches (renewbatch.go).
@@ -88,7 +88,7 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	if len(extended) >= l.quorum {
 		if now := time.Now(); !expires.After(now) {
 			return distlock.Lease{}, fmt.Errorf("fence %d: the quorum took %v, more than ttl %v less the drift allowance %v",
-				lease.Fence, now.Sub(start), ttl, l.Drift(ttl))
+				lease.Fence, now.Sub(start), ttl, l.drift(ttl))
 		}
 		lease.Expires = expires
 		return lease, nil

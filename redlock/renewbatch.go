@@ -32,8 +32,7 @@ import (
 // node): the renewals that waited while the masters were slow go out in several
 // batches, oldest first, each small enough for a loaded master to answer within the
 // node timeout, rather than in one that takes it longer, fails as a whole, and comes
-// back as large with the retries (seen: every lease of 10,000 lost on a loaded
-// machine, none with the bound).
+// back as large with the retries.
 const maxRenewBatch = 4 * redisx.RenewManyMax
 
 // renewals is the line of a Locker's Renews.
@@ -59,6 +58,9 @@ type renewal struct {
 // the next batch. It returns one reply per node, as fanout does; when ctx ends
 // before r's batch answers, each reply's error wraps errNoReply and ctx's error.
 func (l *Locker) renewOn(ctx context.Context, r *renewal) []reply[bool] {
+	if !l.uses(useRenewBatch) {
+		return l.renewBatch(ctx, []*renewal{r})[0]
+	}
 	rs := &l.renewals
 	rs.mu.Lock()
 	if !rs.busy {
@@ -141,7 +143,8 @@ func (l *Locker) drainRenewals(batch []*renewal) {
 // renewBatch renews the locks of batch on every node, one call per node, and
 // returns each renewal's replies, by node. Each node gets the shortest per-node
 // timeout of the batch; the fan-out ends early once every renewal's outcome is
-// decided (decidedBool), lingering for the slower nodes as Renew's always did.
+// decided (decidedBatch), lingering for the slower nodes (see fanout), so that
+// each Renew learns each node's answer where it comes in time.
 func (l *Locker) renewBatch(ctx context.Context, batch []*renewal) [][]reply[bool] {
 	keys := make([]string, len(batch))
 	args := make([]any, 0, 2*len(batch))

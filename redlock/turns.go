@@ -36,10 +36,8 @@ import (
 // ("<channel>|<Locker ID>", turnChannel) beside the key's channel, and Unlock's
 // release goes to the turn channels of the Locker named and of the one after it in
 // the turns, not to the key's channel: the other Lockers in line would only ignore
-// it, and with every Locker subscribed on every master, each of them reading and
-// judging every release's message from every master cost a release more than the
-// rest of the handoff together (16 Lockers: 80 messages per release, read by 16
-// processes' worth of goroutines on the waiters' side). The release goes to the key's
+// it, so a release costs two messages per master, not one per Locker in line per
+// master, each read and judged by that Locker. The release goes to the key's
 // channel when it names nobody, or when the turn channel of one of the two has no
 // subscriber (that Locker waits no more: the others then hear it and time their
 // turn as below). The Locker after the one named hears it so that it can try when
@@ -47,7 +45,8 @@ import (
 // last waiter had left); and a Locker whose turn channel hears a release while it
 // has no Wait on the key passes the release on to the key's channel of that master
 // (passTurn), so that when neither of the two goes, the others in line hear it
-// and time their turn as before. The clean-ups of failed attempts still publish
+// and time their turn as after any release that names another Locker (below).
+// The clean-ups of failed attempts still publish
 // on the key's channel.
 //
 // A Locker whose last TryLock of the key, or its Wait's read, added it to the turns
@@ -58,9 +57,8 @@ import (
 // and wakes after 50ms (defaultTurnTimeout) unless another release comes
 // meanwhile: the Locker named may have no waiter left, or may have been given the
 // turn on one master only. A Locker that is not queued (its Wait's read found the
-// key free, or has not come yet) wakes on the releases that matter to it, as
-// before (herd.go). The
-// turns decide nothing about who holds the key: every Locker still takes it with a
+// key free, or has not come yet) wakes on the releases that matter to it
+// (herd.go). The turns decide nothing about who holds the key: every Locker still takes it with a
 // full TryLock; they only decide who tries first, so a release costs one round,
 // not one per Locker.
 //
@@ -92,6 +90,8 @@ func turnsName(n redisx.Names, key string) string {
 // waits on key (a Wait's subscription is open, seen has peeks) and has waiters left.
 func (l *Locker) turnMode(key string, seen peeks) string {
 	switch {
+	case !l.uses(useTurns):
+		return turnNone
 	case l.queue.Len(key) > 0:
 		return turnAgain
 	case seen.toks != nil:
@@ -179,7 +179,7 @@ func (l *Locker) turnScore(key string) (score int64, join bool) {
 	kv := l.views.get(key, false)
 	queued := kv != nil && kv.queued
 	l.views.mu.Unlock()
-	if queued {
+	if queued || !l.uses(useTurns) {
 		return 0, false
 	}
 	return l.turnSince(key, time.Now().UnixMicro()), true

@@ -51,6 +51,9 @@ func (l *Locker) unlock(ctx context.Context, lease distlock.Lease) error {
 		leave = "" // waiters: keep the Locker's turn
 	}
 	c := newUnlockCall(n, lease.Key, lease.Token, leave)
+	if !l.uses(useTurns) {
+		c = newReleaseCall(n, lease.Token)
+	}
 	// Each release runs on a context of its own, not on the fan-out's, which ends
 	// with ctx: a release that Unlock does not wait for (the others decided, or ctx
 	// ended) still runs to its end, bounded by CleanupTimeout, so a caller that

@@ -12,6 +12,7 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/redisx"
+	"github.com/distlock/distlock/internal/waitq"
 )
 
 // Wait returns nil when key may be free: at once if fewer than a quorum of nodes hold
@@ -70,156 +71,182 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return errors.Join(distlock.ErrLocked, err)
 	}
-	n := l.names(key)
-	// ls hears the key's channel (its confirmations count), lt the Locker's turn
-	// channel of the key (turns.go).
-	ls := redisx.NewInboxListener(len(l.nodes))
-	lt := redisx.NewInboxListener(len(l.nodes))
-	tc := turnChannel(n, l.id)
-	in := inboxes{ls.Inbox(), lt.Inbox()}
-	registered, turnRegistered := 0, 0
-	defer func() {
-		for _, node := range l.nodes[:registered] {
-			node.Hub.Unregister(n.Channel, ls)
-		}
-		for _, node := range l.nodes[:turnRegistered] {
-			node.Hub.Unregister(tc, lt)
-		}
-	}()
-	for _, node := range l.nodes {
-		if err := node.Hub.Register(n.Channel, ls); err != nil {
-			return err
-		}
-		registered++
-	}
-	for _, node := range l.nodes {
-		if err := node.Hub.Register(tc, lt); err != nil {
-			return err
-		}
-		turnRegistered++
-	}
-	// Messages that arrive from now on are kept in the Inbox until taken; one that
-	// matters wakes the first waiter of the key's line (herd.go), maybe this one.
-	// Only the key's reader takes them (readers.go): ready is nil until this Wait
-	// is the reader.
-	qw := l.queue.Join(key)
-	rd := l.readers.join(key, in.key)
-	var ready, turnReady <-chan struct{}
-	defer func() {
-		if ready != nil {
-			l.released(key, in.take())
-		}
-		l.readers.leave(key, rd)
-		qw.Leave()
-		l.forget(key)
-	}()
-	promoted := func() {
-		ready, turnReady = in.key.Ready(), in.turn.Ready()
-		l.released(key, in.take())
-	}
-	w := &waiter{Waiting: redisx.NewWaiting(ctx), l: l, ctx: ctx, n: n, key: key}
+	w := &waiter{Waiting: redisx.NewWaiting(ctx), l: l, ctx: ctx, n: l.names(key), key: key}
 	defer w.Stop()
+	if err := w.subscribe(); err != nil {
+		w.unsubscribe()
+		return err
+	}
+	defer w.unsubscribe()
+	w.join()
+	defer w.leave()
 
 	// Enough subscriptions, bounded by the node timeout and, once read, by the
 	// holders' times to live.
-	need := len(l.nodes) - l.quorum + 1
-	ok := make([]bool, len(l.nodes))
-	settled := make([]bool, len(l.nodes))
-	nok, nsettled := 0, 0
-	count := func(c redisx.Confirmation) {
-		if !settled[c.Node] {
-			settled[c.Node] = true
-			nsettled++
-		}
-		if c.Err == nil && !ok[c.Node] {
-			ok[c.Node] = true
-			nok++
-		}
-	}
-	for drained := false; !drained; {
-		select {
-		case c := <-ls.Confirmed(): // channels subscribed already
-			count(c)
-		default:
-			drained = true
-		}
-	}
-	var read <-chan redisx.Result[bound]
-	if until, ok := l.sighted(n); ok {
+	w.conf = newConfirmations(len(l.nodes), len(l.nodes)-l.quorum+1)
+	w.conf.drain(w.ls.Confirmed()) // channels subscribed already
+	if until, ok := l.sighted(w.n); ok && l.uses(useSightings) {
 		// This Locker's last TryLock found the key held on enough nodes while
 		// their channels were subscribed, and no message came since: a release
 		// from now on is not missed, and the read is not needed.
 		w.HeldUntil(until)
-		goto wait
+		_, err := w.until(nil, nil)
+		return err
 	}
-	if nok < need && nsettled < len(l.nodes) {
-		read = w.readBound()
+	if w.conf.lacking() {
 		t := time.NewTimer(l.opts.NodeTimeout)
 		defer t.Stop()
-	confirm:
-		for nok < need && nsettled < len(l.nodes) {
-			select {
-			case c := <-ls.Confirmed():
-				count(c)
-			case r := <-read:
-				read = nil
-				if done, err := w.read(r); done {
-					return err
-				}
-			case <-ready:
-				l.released(key, in.take())
-			case <-turnReady:
-				l.released(key, in.take())
-			case <-rd.promote:
-				promoted()
-			case <-qw.Woken():
-				return w.woke()
-			case <-ls.Woke():
-				return w.woke()
-			case <-lt.Woke():
-				return w.woke()
-			case <-w.Bound:
-				return nil
-			case <-t.C:
-				break confirm // give up on the rest; they may still confirm and wake us
-			case <-ctx.Done():
-				return w.GaveUp()
-			}
+		// Give up on the rest at the timeout; they may still confirm and wake us.
+		if done, err := w.until(w.readBound(), t.C); done {
+			return err
 		}
 	}
-
 	// Read the locks (again): a release from now on is not missed.
-	read = w.readBound()
-wait:
-	for {
+	_, err := w.until(w.readBound(), nil)
+	return err
+}
+
+// subscribe registers w's listeners on every node: ls on the key's channel (its
+// confirmations count), lt on the Locker's turn channel of the key (turns.go).
+// Messages that arrive from then on are kept in the Inboxes until taken.
+func (w *waiter) subscribe() error {
+	l := w.l
+	w.ls = redisx.NewInboxListener(len(l.nodes))
+	w.lt = redisx.NewInboxListener(len(l.nodes))
+	w.tc = turnChannel(w.n, l.id)
+	w.in = inboxes{w.ls.Inbox(), w.lt.Inbox()}
+	for _, node := range l.nodes {
+		if err := node.Hub.Register(w.n.Channel, w.ls); err != nil {
+			return err
+		}
+		w.registered++
+	}
+	for _, node := range l.nodes {
+		if err := node.Hub.Register(w.tc, w.lt); err != nil {
+			return err
+		}
+		w.turnRegistered++
+	}
+	return nil
+}
+
+// unsubscribe undoes subscribe, as far as it went.
+func (w *waiter) unsubscribe() {
+	for _, node := range w.l.nodes[:w.registered] {
+		node.Hub.Unregister(w.n.Channel, w.ls)
+	}
+	for _, node := range w.l.nodes[:w.turnRegistered] {
+		node.Hub.Unregister(w.tc, w.lt)
+	}
+	w.registered, w.turnRegistered = 0, 0
+}
+
+// join puts w in the key's line of l's Waits: a message that matters wakes the
+// first waiter of the line (herd.go), maybe this one. Only the key's reader takes
+// the messages (readers.go): w.ready is nil until w is the reader.
+func (w *waiter) join() {
+	w.qw = w.l.queue.Join(w.key)
+	w.rd = w.l.readers.join(w.key, w.in.key)
+}
+
+// leave takes w out of the key's line, acting on the messages it still holds as
+// the reader.
+func (w *waiter) leave() {
+	l := w.l
+	if w.ready != nil {
+		l.released(w.key, w.in.take())
+	}
+	l.readers.leave(w.key, w.rd)
+	w.qw.Leave()
+	l.forget(w.key)
+}
+
+// until waits for w's result with read in flight (nil: none). With timeout not
+// nil it also counts the subscriptions confirmed, and returns done false once
+// enough are confirmed or at the timeout; otherwise it returns only when done: on a
+// release, a wake-up of w's listeners or line, the holders' bound, a read that
+// finds the key free or fails, or ctx's end.
+func (w *waiter) until(read <-chan redisx.Result[bound], timeout <-chan time.Time) (done bool, err error) {
+	var confirmed <-chan redisx.Confirmation
+	if timeout != nil {
+		confirmed = w.ls.Confirmed()
+	}
+	l, key := w.l, w.key
+	for timeout == nil || w.conf.lacking() {
 		select {
+		case c := <-confirmed:
+			w.conf.count(c)
+		case <-timeout:
+			return false, nil
 		case r := <-read:
 			read = nil
 			if done, err := w.read(r); done {
 				if err != nil && w.Held() {
 					continue // the bound read before stands
 				}
-				return err
+				return true, err
 			}
-		case <-ready:
-			l.released(key, in.take())
-		case <-turnReady:
-			l.released(key, in.take())
-		case <-rd.promote:
-			promoted()
-		case <-qw.Woken():
-			return w.woke()
-		case <-ls.Woke():
-			return w.woke()
-		case <-lt.Woke():
-			return w.woke()
+		case <-w.ready:
+			l.released(key, w.in.take())
+		case <-w.turnReady:
+			l.released(key, w.in.take())
+		case <-w.rd.promote:
+			w.ready, w.turnReady = w.in.key.Ready(), w.in.turn.Ready()
+			l.released(key, w.in.take())
+		case <-w.qw.Woken():
+			return true, w.woke()
+		case <-w.ls.Woke():
+			return true, w.woke()
+		case <-w.lt.Woke():
+			return true, w.woke()
 		case <-w.Bound:
-			return nil
-		case <-ctx.Done():
-			return w.GaveUp()
+			return true, nil
+		case <-w.ctx.Done():
+			return true, w.GaveUp()
+		}
+	}
+	return false, nil
+}
+
+// confirmations count the nodes whose subscription to the key's channel was
+// confirmed (ok) or failed (settled without ok).
+type confirmations struct {
+	ok, settled   []bool
+	nok, nsettled int
+	need          int
+}
+
+// newConfirmations counts the confirmations of n nodes, of which need suffice.
+func newConfirmations(n, need int) *confirmations {
+	return &confirmations{ok: make([]bool, n), settled: make([]bool, n), need: need}
+}
+
+func (c *confirmations) count(x redisx.Confirmation) {
+	if !c.settled[x.Node] {
+		c.settled[x.Node] = true
+		c.nsettled++
+	}
+	if x.Err == nil && !c.ok[x.Node] {
+		c.ok[x.Node] = true
+		c.nok++
+	}
+}
+
+// drain counts the confirmations that came already.
+func (c *confirmations) drain(ch <-chan redisx.Confirmation) {
+	for {
+		select {
+		case x := <-ch:
+			c.count(x)
+		default:
+			return
 		}
 	}
 }
+
+// lacking reports whether fewer than need subscriptions are confirmed while some
+// node has not settled yet.
+func (c *confirmations) lacking() bool { return c.nok < c.need && c.nsettled < len(c.ok) }
 
 // inboxes are a Wait's Inboxes: of the key's channel and of the Locker's turn
 // channel of the key.
@@ -235,6 +262,18 @@ type waiter struct {
 	ctx context.Context
 	n   redisx.Names
 	key string
+	// ls hears the key's channel, lt the Locker's turn channel tc of the key, on
+	// as many nodes as registered and turnRegistered say; in holds their messages.
+	ls, lt                     *redisx.Listener
+	tc                         string
+	in                         inboxes
+	registered, turnRegistered int
+	conf                       *confirmations
+	// The key's line of l's Waits (herd.go) and its reader (readers.go); ready
+	// and turnReady are nil until w is the reader.
+	qw               *waitq.Waiter
+	rd               *reading
+	ready, turnReady <-chan struct{}
 }
 
 // A bound is what a read of every node's lock says: the key is free (a quorum of
