@@ -26,6 +26,10 @@ type BatchOptions[Req any] struct {
 	// come meanwhile join it. It spaces batches out (SQLite's file lock, free
 	// for other processes between them) and makes them larger.
 	Pause func(took time.Duration) time.Duration
+	// Inline sends a request that goes alone on its caller's goroutine, saving
+	// a goroutine's handoff. Set it only when send returns promptly once its
+	// context is done: the caller then waits for send.
+	Inline bool
 	// Go runs the goroutine that sends queued batches; it is called while a caller
 	// of Do waits, so Calls.Go fits (Close then waits for it). nil means go.
 	Go func(func())
@@ -35,7 +39,8 @@ type BatchOptions[Req any] struct {
 // batches in flight sends its request at once, alone; the requests that come
 // meanwhile queue, and go as one batch when a batch ends. Every batch is sent by a
 // goroutine (BatchOptions.Go), on a context that has the values of its first
-// caller's and lives while any of its callers still waits.
+// caller's and lives while any of its callers still waits; with Inline, a lone
+// request is sent on its caller's goroutine and context.
 //
 // Every caller waits for its own result or its own context, whichever comes first,
 // never for another caller's deadline: a caller whose context ends while its
@@ -96,8 +101,21 @@ func (b *Batcher[Req, Res]) Do(ctx context.Context, req Req) (Res, error) {
 		var zero Res
 		return zero, NotSent(err)
 	}
-	c := &batchCall[Req, Res]{ctx: ctx, req: req, done: make(chan struct{})}
 	b.mu.Lock()
+	if b.o.Inline && !b.paused && b.inFlight < b.o.MaxInFlight && len(b.queue) == 0 {
+		s := b.take()
+		b.mu.Unlock()
+		res, err := b.sendAll(ctx, []Req{req})
+		b.mu.Lock()
+		b.end(s)
+		b.mu.Unlock()
+		if err != nil {
+			var zero Res
+			return zero, err
+		}
+		return res[0], nil
+	}
+	c := &batchCall[Req, Res]{ctx: ctx, req: req, done: make(chan struct{})}
 	b.queue = append(b.queue, c)
 	b.startQueue()
 	b.mu.Unlock()

@@ -240,3 +240,24 @@ func TestBatcherPause(t *testing.T) {
 		require.Equal(t, []time.Duration{10 * time.Millisecond}, tooks) // no pause with nothing queued
 	})
 }
+
+// TestBatcherInline: with Inline, a lone request is sent on its caller's
+// goroutine (no goroutine is started), and the requests that come meanwhile still
+// queue and go as one batch.
+func TestBatcherInline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &recorder{block: make(chan struct{})}
+		started := 0
+		b := NewBatcher(r.send, BatchOptions[string]{Inline: true, Go: func(f func()) { started++; go f() }})
+		var wg sync.WaitGroup
+		for _, q := range []string{"alone", "a", "b"} {
+			wg.Go(func() { _, err := b.Do(t.Context(), q); assert.NoError(t, err) })
+			synctest.Wait()
+		}
+		require.Zero(t, started)
+		close(r.block)
+		wg.Wait()
+		require.Equal(t, []int{1, 2}, r.sizes())
+		require.Equal(t, 1, started)
+	})
+}

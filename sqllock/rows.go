@@ -145,6 +145,7 @@ func newRenews(br sqldialect.BatchRenewer, d sqldialect.Dialect, stall time.Dura
 	}
 	return driver.NewBatcher(send, driver.BatchOptions[renewReq]{
 		MaxBatch: maxRenewBatch,
+		Inline:   true, // every Dialect statement returns once its context is done
 		Stall:    stall,
 		Same: func(a, b renewReq) bool {
 			return bytes.Equal(a.r.Hash, b.r.Hash) && bytes.Equal(a.r.Token, b.r.Token)

@@ -64,6 +64,7 @@ type result struct {
 func (d *dialect) newAcquires(flights int, stall time.Duration) *driver.Batcher[*call, struct{}] {
 	return driver.NewBatcher(d.sendAcquires, driver.BatchOptions[*call]{
 		MaxInFlight: flights, MaxBatch: maxBatch, Stall: stall, Go: d.batches.Go,
+		Inline: true, // pgx returns once its context is done
 	})
 }
 

@@ -16,7 +16,9 @@ import (
 // Locker that sqllock.NewLocker makes of it; a dialect of another database must
 // keep the contracts below.
 //
-// Every method makes one attempt; the Locker validates, retries (Retryable),
+// Every method makes one attempt, and returns once its context is done (the
+// Locker runs a lone Renew on its caller's goroutine and relies on it); the
+// Locker validates, retries (Retryable),
 // bounds, and cleans up after an unknown outcome (Definite). Every statement that
 // reads or writes a key's row compares lock_key with Row.Key as well as key_hash
 // with Row.Hash, and compares expires_at with the database's clock, never the
