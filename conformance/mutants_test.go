@@ -41,7 +41,7 @@ var mutants = []mutant{
 	{name: "unlock-ignores-token", catch: "rule 2 (owner check)", broken: func() distlock.Locker { return &unlockIgnoresToken{memlock.New()} }},
 	{name: "renew-revives-expired", catch: "rule 2 (owner check)", broken: func() distlock.Locker { return &renewRevives{memlock.New()} }},
 	{name: "fence-repeats", catch: "rule 3 (fencing)", broken: func() distlock.Locker { return &fenceRepeats{memlock.New()} }},
-	{name: "never-expires", catch: "rule 2 (owner check)", broken: func() distlock.Locker { return &neverExpires{memlock.New()} }},
+	{name: "never-expires", catch: "rule 4 (expiry)", broken: func() distlock.Locker { return &neverExpires{memlock.New()} }},
 	{name: "context-error-as-locked", catch: "rule 5 (errors)", broken: func() distlock.Locker { return &ctxAsLocked{memlock.New()} }},
 	{name: "expires-after-reply", catch: "Lease contract", broken: func() distlock.Locker { return &expiresAfterReply{memlock.New()} }},
 	{name: "check-then-set", catch: "rule 1 (mutual exclusion)", broken: func() distlock.Locker { return newCheckThenSet() }},
@@ -487,6 +487,7 @@ func (m *renewInGrace) Renew(ctx context.Context, l distlock.Lease, ttl time.Dur
 		return m.Locker.Renew(ctx, l, ttl)
 	}
 	start := time.Now()
+	l.Expires = l.Expires.Add(tableGrace) // the table's: renew whatever it still holds
 	next, err := m.Locker.Renew(ctx, l, ttl+tableGrace)
 	if err == nil {
 		next.Expires = start.Add(ttl)
