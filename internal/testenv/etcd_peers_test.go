@@ -132,7 +132,11 @@ func TestEtcdProxiedCluster(t *testing.T) {
 	if _, err := c.WaitLeader(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := etcdGet(ctx, c.Members[f].Addr(), "k"); err != nil || got != "while isolated" {
+	// The write through the isolated member timed out, so its outcome is unknown:
+	// the member may hold the proposal and forward it once the partition heals
+	// (seen once), as a request that arrives after its caller gave up. Either
+	// value is sound; the member must have caught up with the majority's write.
+	if got, err := etcdGet(ctx, c.Members[f].Addr(), "k"); err != nil || got != "while isolated" && got != "on the isolated member" {
 		t.Fatalf("after heal the member reads k = %q, %v", got, err)
 	}
 
