@@ -97,6 +97,10 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 			return lease, err
 		}
 		if err := refreshedInTime(lease.Expires); err != nil {
+			// The refresh reached the server, so its lease may hold the key
+			// for its TTL: free the key, since no holder remains.
+			l.forget(lk)
+			l.revoke(ctx, id)
 			return lease, err
 		}
 		// Confirm that the refreshed lease held the key after the refresh: then

@@ -122,4 +122,12 @@ func TestRenewLateRefresh(t *testing.T) {
 	<-heal.C
 	p.Heal()
 	require.ErrorIs(t, <-done, distlock.ErrNotHeld)
+	// The refresh reached the server: its lease would hold the key 2s from the
+	// heal on. The refused Renew revokes it, so the key frees at once.
+	b := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
+	free := la.Expires.Add(time.Second)
+	require.Eventually(t, func() bool {
+		_, err := b.TryLock(ctxFor(t, time.Second), key, ttl)
+		return err == nil
+	}, time.Until(free), 20*time.Millisecond, "the key was still held a second after the Lease's Expires")
 }
