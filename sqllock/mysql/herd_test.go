@@ -25,7 +25,7 @@ func TestNoHerd(t *testing.T) {
 		count = append(count, c)
 		core, err := sqllock.NewLocker(backend, c, &o)
 		require.NoError(t, err)
-		l := &Locker{core: core}
+		l := &Locker{core}
 		t.Cleanup(func() { l.Close() })
 		ls[i] = l
 	}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/sqllock"
@@ -17,9 +16,10 @@ const backend = "sqllock/mysql"
 // A Locker keeps leases as rows of an InnoDB table in MySQL or MariaDB. It
 // implements distlock.Locker, distlock.Inspector and distlock.Waiter (its Waits
 // of a key share one poller: see sqllock.Locker.Wait), and is safe for concurrent
-// use. The zero value is not usable; call New, and Close when done.
+// use. Its methods are sqllock.Locker's: see there for their contracts. The zero
+// value is not usable; call New, and Close when done.
 type Locker struct {
-	core *sqllock.Locker
+	*sqllock.Locker
 }
 
 var (
@@ -61,7 +61,7 @@ func New(ctx context.Context, db *sql.DB, opts *sqllock.Options) (*Locker, error
 	if err != nil {
 		return nil, err
 	}
-	return &Locker{core: core}, nil
+	return &Locker{core}, nil
 }
 
 func newError(err error) error {
@@ -92,46 +92,3 @@ func DDL(table string) (string, error) {
 	}
 	return strings.Join(newStatements(o.Table).ddl(), ";\n") + ";\n", nil
 }
-
-// Close stops the Locker's background work and waits for it; see
-// sqllock.Locker.Close. It does not close db.
-func (l *Locker) Close() error { return l.core.Close() }
-
-// TryLock makes one attempt to acquire key for ttl; see sqllock.Locker.TryLock.
-func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (distlock.Lease, error) {
-	return l.core.TryLock(ctx, key, ttl)
-}
-
-// Renew extends a held lease to ttl from now, never shortening what the database
-// holds; see sqllock.Locker.Renew.
-func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Duration) (distlock.Lease, error) {
-	return l.core.Renew(ctx, lease, ttl)
-}
-
-// Unlock releases a held lease; see sqllock.Locker.Unlock.
-func (l *Locker) Unlock(ctx context.Context, lease distlock.Lease) error {
-	return l.core.Unlock(ctx, lease)
-}
-
-// Wait returns nil when key may be free; the Waits of a key on one Locker share
-// one poller of its row, which wakes them one at a time; see sqllock.Locker.Wait.
-func (l *Locker) Wait(ctx context.Context, key string) error {
-	return l.core.Wait(ctx, key)
-}
-
-// Inspect returns the current holder of key; see sqllock.Locker.Inspect.
-func (l *Locker) Inspect(ctx context.Context, key string) (distlock.Holder, error) {
-	return l.core.Inspect(ctx, key)
-}
-
-// Prune deletes the rows of keys free for longer than olderThan, keeping fences
-// increasing; see sqllock.Locker.Prune.
-func (l *Locker) Prune(ctx context.Context, olderThan time.Duration) (int64, error) {
-	return l.core.Prune(ctx, olderThan)
-}
-
-// Table returns the name of the table that holds the lease rows.
-func (l *Locker) Table() string { return l.core.Table() }
-
-// Owner returns the owner label that this Locker writes into the rows it acquires.
-func (l *Locker) Owner() string { return l.core.Owner() }

@@ -26,7 +26,7 @@ func TestNoHerd(t *testing.T) {
 		count = append(count, c)
 		core, err := sqllock.NewLocker(backend, c, &o)
 		require.NoError(t, err)
-		l := &Locker{core: core, db: db}
+		l := &Locker{Locker: core, db: db}
 		t.Cleanup(func() { l.Close() })
 		ls[i] = l
 	}
