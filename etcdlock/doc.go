@@ -60,7 +60,8 @@
 // seconds for the lease, while Lease.Expires is the request's start plus the ttl
 // asked for, never more (a little less on a spare lease: see Lease pool). The key is freed at the latest when the lease expires:
 // the lease's TTL after its last refresh, plus up to half a second for the server's
-// expiry check. A leader change extends every lease: the new leader refreshes
+// expiry check, or soon after the lease's expiry when a Wait of an etcdlock
+// Locker waits for it (see Failover). A leader change extends every lease: the new leader refreshes
 // leases to their full TTL plus an election timeout.
 //
 // Renew never shortens what the server holds. With a ttl (in whole seconds) that is
@@ -95,7 +96,11 @@
 // Unlock: one (Txn); a lease that it does not keep is revoked in the background.
 // Wait: a watch, which the Waits of a Locker on one
 // key share and which stays for 2s after the last of them, and a Range unless a
-// TryLock of the same Locker saw the key held since the watch started. Inspect: two
+// TryLock of the same Locker saw the key held since the watch started; while the
+// holder's lease nears its expiry, the Waits of a Locker on a key share the
+// LeaseTimeToLive probes of Failover (up to about a dozen when the holder is gone,
+// then a Range and a LeaseRevoke; about 1 a second while a live holder renews),
+// none when the key is handed on within half a second. Inspect: two
 // (Range, LeaseTimeToLive).
 //
 // # Waits
@@ -106,6 +111,66 @@
 // finding the key held. A release thus costs one TryLock per Locker whose callers
 // wait for the key, not one per caller: 1,000 callers of distlock.Lock on 4
 // Lockers send about 4 TryLocks per handoff (TestNoHerd).
+//
+// # Failover
+//
+// etcd's leader revokes expired leases only on a check that runs every 500ms, so
+// the key of a holder that vanished stays up to 500ms past its lease's expiry. A
+// Wait frees it sooner: while a Locker has Waits on a key held on an etcd lease of
+// 2s or more, it asks the leader for that lease's remaining time
+// (LeaseTimeToLive) as its expiry nears, and once it knows that the leader holds
+// the lease expired it reads the key and revokes the lease (chase.go). The rules,
+// each needed:
+//
+//   - LeaseTimeToLive reports the leader's remaining time truncated to whole
+//     seconds: 0 means anything from -1s to 1s, so a lone 0 (or a TTL <= 0) proves
+//     nothing. The lease has expired at the leader when a probe reports -1 or
+//     less, or when a chain of probes that each report 0 spans more than a
+//     second (the last one sent at least 1s after the first one's reply: the
+//     first's 0 put the expiry before then) with no link (from one probe's sending
+//     to the next one's reply) longer than the lease's TTL less 1s: a refresh
+//     after a probe would leave more than 1s at the next one, which would report
+//     1 or more. The probes of the chain and the read must be answered at one
+//     raft term, as their headers say, each probe by a member whose previous
+//     answer had that term already: its term did not change while it asked the
+//     leader of that term (or was that leader).
+//   - LeaseTimeToLive is not linearizable: a leader cut off from its peers
+//     answers from its own lessor until it steps down, although a new leader may
+//     hold the lease refreshed. So the revocation waits for a linearizable read
+//     of the key, answered at the same term after the last probe: it shows the
+//     key still on the lease, and that no leader of a later term existed when
+//     the probes were answered (the read's quorum confirmed the term after
+//     them), so the lessor that answered was the cluster's.
+//   - A leader that holds a lease expired refuses to refresh it (it waits for
+//     the revocation), but a new leader refreshes every lease that was not
+//     revoked yet (by its TTL plus an election timeout), and the chase's
+//     revocation may apply only after that, in the new term. The chase adds no
+//     rule of its own for holders: it relies on the contract's rule that Renew
+//     never revives a lease (a refresh or a move answered at or after the Lease's
+//     Expires gives ErrNotHeld, and its lease is revoked: see Renew), and on
+//     TryLock counting a spare's refresh only when it was answered before the
+//     spare's expiry (else it grants a new lease). Those bounds are no later
+//     than the expiry at the leader of the probes' term: they count from before
+//     the refresh was sent, by the ttl asked for, at most the lease's TTL (modulo
+//     the clocks' drift; see Safety assumptions), and what an earlier, stale
+//     leader refreshed, the next leader extended past (see Faults inside the
+//     cluster). So once the probes show the lease expired at time T, every
+//     refresh that counted was answered before T, and one answered after T, by
+//     that leader or a new one, comes too late to count: no acquisition on that
+//     lease (its key, or a later key on it as a spare) has an Expires past T or
+//     ever gets one, and revoking the lease then, in any term and more than
+//     once, frees only what no holder may still use.
+//
+// The cost, per Locker and key that Waits wait for: the first probe goes 2.5s
+// before the holder's lease would expire, counted from when the holder was seen;
+// up to about a dozen probes, a Range and a LeaseRevoke per vanished holder (they
+// bisect the lease's expiry with probes 2s ahead of it while they can, then step
+// towards it by 80ms, so that the chain's first probe comes soon after the
+// leader's TTL drops below 1s), and about 1 probe a second while a live holder
+// renews. A lease of 1s (the minimum TTL with an election timeout of at most
+// 666ms) is not chased: a 0 then cannot tell a refresh from none. With a client
+// of several endpoints the probes may go to members whose previous answers do not
+// bracket them yet, which costs a probe or two more.
 //
 // # Loss
 //
@@ -208,9 +273,17 @@
 //     client's, and the two run at the same rate (drift of a few parts per
 //     million): a leader whose clock runs fast can free a key before the
 //     holder's Expires (etcdlock has no drift allowance, only the rounding of
-//     ttl up to whole seconds). Wall-clock steps do not matter. A holder that
+//     ttl up to whole seconds). A Wait's chase (see Failover) reads the
+//     leader's remaining time against the waiter's clock, with 5ms to spare
+//     over about 2s. Wall-clock steps do not matter. A holder that
 //     pauses (GC, a stopped VM) past its Expires must assume the lease lost; use
 //     the Fence.
+//   - Every Locker on the prefix runs an etcdlock whose Renew never revives a
+//     lease (this version or later): a Wait revokes a holder's lease that the
+//     leader holds expired, which is safe only because its holder can no longer
+//     extend it (see Failover). An older etcdlock holder could renew a lease
+//     that a new leader revived after a Wait's probes saw it expired, and lose
+//     its key before its Expires.
 //   - Lease expiry: the server keeps a lease for at least its granted TTL after
 //     its grant or last refresh (a new leader extends every lease, never
 //     shortens one): a server that expired leases early would free keys before

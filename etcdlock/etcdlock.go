@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -54,6 +55,10 @@ type Locker struct {
 	waiters *waitq.Queue // wakes the Waits of a key one at a time
 
 	reads readBatch // Renew's reads, batched
+
+	// chaseProbes and chaseRevokes count the chase's LeaseTimeToLive probes and
+	// its revocations of expired leases (chase.go).
+	chaseProbes, chaseRevokes atomic.Int64
 }
 
 var (

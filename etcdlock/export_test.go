@@ -31,3 +31,9 @@ func (l *Locker) Waiting(key string) int { return l.waiters.Len(key) }
 
 // EtcdKey returns the etcd key that holds key's lock.
 func (l *Locker) EtcdKey(key string) string { return l.etcdKey(key) }
+
+// ChaseCounts returns how many LeaseTimeToLive probes the Locker's chases sent and
+// how many expired leases they revoked.
+func (l *Locker) ChaseCounts() (probes, revokes int64) {
+	return l.chaseProbes.Load(), l.chaseRevokes.Load()
+}

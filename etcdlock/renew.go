@@ -174,7 +174,10 @@ func (l *Locker) refresh(ctx context.Context, id clientv3.LeaseID, retry bool) (
 // refreshedInTime returns nil when the reply of a refresh of a lease whose
 // holder was told it ends at bound, which just came, came before bound; else an
 // error wrapping ErrNotHeld: a refresh or move answered at or after bound does
-// not count (Renew never revives a lease).
+// not count (Renew never revives a lease). A Wait's chase relies on this
+// contract's rule, and on no other of Renew's, when it revokes a lease that the
+// leader holds expired (see Failover in the package doc): no holder's Expires on
+// that lease passes its expiry at the leader.
 func refreshedInTime(bound time.Time) error {
 	if now := time.Now(); !now.Before(bound) {
 		return fmt.Errorf("the lease's refresh was answered %v after its Expires, too late to count: %w", now.Sub(bound), distlock.ErrNotHeld)
@@ -196,9 +199,10 @@ func renewed(lease distlock.Lease, start time.Time, ttl time.Duration) (distlock
 // revision (the Fence) and token, then revokes the old lease.
 //
 // A move counts only as a refresh does (see refreshedInTime): when its reply
-// comes before the Lease's Expires. So a move is not even tried once Expires has
-// passed, and one answered after it is undone: the new lease is revoked, which
-// frees the key (no one holds it: Renew says ErrNotHeld).
+// comes before the Lease's Expires, since Renew never revives a lease. So a move
+// is not even tried once Expires has passed, and one answered after it is
+// undone: the new lease is revoked, which frees the key (no one holds it: Renew
+// says ErrNotHeld).
 func (l *Locker) move(ctx context.Context, lease distlock.Lease, kv *mvccpb.KeyValue, start time.Time, ttl time.Duration) (distlock.Lease, error) {
 	if now := time.Now(); !now.Before(lease.Expires) {
 		return distlock.Lease{}, fmt.Errorf("the lease's Expires passed %v before its move to a lease of ttl %v: %w", now.Sub(lease.Expires), ttl, distlock.ErrNotHeld)

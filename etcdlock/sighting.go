@@ -3,13 +3,14 @@ package etcdlock
 import "time"
 
 // A sighting is what a TryLock that found key held saw: the revision of its reply,
-// at which the key existed, and the holder's ttl. A Wait whose watch of the key
-// started at or before that revision needs no request to check that the key is
-// held: the watch saw every deletion since.
+// at which the key existed, and the holder's etcd lease and ttl. A Wait whose
+// watch of the key started at or before that revision needs no request to check
+// that the key is held: the watch saw every deletion since.
 type sighting struct {
-	rev  int64     // the revision of the reply that showed the key held
-	secs int64     // the holder's ttl in whole seconds, from its value; 0: no lease
-	at   time.Time // taken before the request that saw it was sent
+	rev   int64     // the revision of the reply that showed the key held
+	lease int64     // the holder's etcd lease ID (0: none)
+	secs  int64     // the holder's ttl in whole seconds, from its value; 0: no lease
+	at    time.Time // taken before the request that saw it was sent
 }
 
 // Bounds of the sightings a Locker keeps.

@@ -168,7 +168,7 @@ func (l *Locker) acquired(key, token string, resp *clientv3.TxnResponse, sp *lea
 	if kv.Lease == 0 {
 		held = 0
 	}
-	l.see(key, sighting{rev: resp.Header.Revision, secs: held, at: start})
+	l.see(key, sighting{rev: resp.Header.Revision, lease: kv.Lease, secs: held, at: start})
 	return 0, fmt.Errorf("held by owner %s, fence %d: %w", driver.QuoteKey(owner), kv.CreateRevision, distlock.ErrLocked)
 }
 

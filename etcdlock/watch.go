@@ -31,6 +31,7 @@ type keyWatch struct {
 	refs    int           // Waits that use it
 	idle    *time.Timer   // closes it when it has had no Wait for watchIdle
 	done    chan struct{} // closed when its goroutine has returned
+	chasing bool          // a chase of the holder's lease runs (chase.go)
 }
 
 // watch returns the watch of key (the etcd key k), starting it if needed, and
@@ -135,7 +136,11 @@ func (l *Locker) runWatch(key string, kw *keyWatch, wch clientv3.WatchChan) {
 // Wait returns nil when key may be free: at once when it is not locked, else when a
 // deletion of the key (Unlock, or its lease expired) wakes it, or once the holder's
 // ttl (from when it was seen) plus a second has passed, whichever comes first. When
-// ctx ends first it returns errors.Join(ErrLocked, ctx.Err()).
+// ctx ends first it returns errors.Join(ErrLocked, ctx.Err()). While it waits, its
+// Locker probes the holder's etcd lease as its expiry nears, and revokes it once
+// the leader holds it expired (see Failover in the package doc), so that the key
+// of a holder that vanished is freed soon after its lease's expiry, not up to
+// half a second later.
 //
 // A deletion wakes one Wait of the Locker on the key, the one that waited longest;
 // the next one wakes when no TryLock of the key starts on the Locker within 20ms
@@ -190,16 +195,21 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 	if !h.held {
 		return nil
 	}
+	// Free the key as soon as the leader holds the holder's lease expired, if its
+	// holder stops refreshing it (chase.go).
+	l.startChase(kw, k, h)
 	return l.awaitRelease(ctx, kw, w, h)
 }
 
 // A holderSeen is what Wait's check found: whether the key was held at a
-// revision its watch covers, when (taken before the request that saw it) and for
-// how long (the holder's ttl in whole seconds; 0: no lease), and the watch's last
-// deletion then.
+// revision its watch covers (rev), when (taken before the request that saw it),
+// on which etcd lease and for how long (the holder's ttl in whole seconds; 0: no
+// lease), and the watch's last deletion then.
 type holderSeen struct {
 	held    bool
 	at      time.Time
+	rev     int64
+	lease   clientv3.LeaseID
 	secs    int64
 	lastDel int64
 }
@@ -224,7 +234,7 @@ func (l *Locker) checkHeld(ctx context.Context, key, k string, kw *keyWatch) (ho
 	}
 	if s, ok := l.sightingOf(key); ok && s.rev >= created {
 		// The watch saw every deletion after the sighting.
-		return holderSeen{held: lastDel <= s.rev, at: s.at, secs: s.secs, lastDel: lastDel}, nil
+		return holderSeen{held: lastDel <= s.rev, at: s.at, rev: s.rev, lease: clientv3.LeaseID(s.lease), secs: s.secs, lastDel: lastDel}, nil
 	}
 	// A deletion after Wait joined the line wakes the line; the read is after it.
 	h := holderSeen{at: time.Now(), lastDel: lastDel}
@@ -243,6 +253,7 @@ func (l *Locker) checkHeld(ctx context.Context, key, k string, kw *keyWatch) (ho
 	if kv := get.Kvs[0]; kv.Lease != 0 {
 		h.secs, _ = parseValue(kv.Value)
 		h.secs = max(h.secs, 1)
+		h.lease, h.rev = clientv3.LeaseID(kv.Lease), get.Header.Revision
 	}
 	return h, nil
 }
