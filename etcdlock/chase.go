@@ -24,7 +24,7 @@ import (
 //     that term already, and the read is linearizable: so the answering lessor
 //     was the cluster's (the leader of that term), not a stale leader's.
 //   - Renew never revives a lease (the contract's rule: a refresh or move
-//     answered at or after the Lease's Expires gives ErrNotHeld), and TryLock
+//     answered at or after the Lease's Expires does not count), and TryLock
 //     never counts a refresh of a spare answered after the spare's expiry: so
 //     once the leader holds the lease expired, no holder's Expires on it can
 //     move past that moment, even when a new leader revives the lease before

@@ -146,8 +146,9 @@
 //     revoked yet (by its TTL plus an election timeout), and the chase's
 //     revocation may apply only after that, in the new term. The chase adds no
 //     rule of its own for holders: it relies on the contract's rule that Renew
-//     never revives a lease (a refresh or a move answered at or after the Lease's
-//     Expires gives ErrNotHeld, and its lease is revoked: see Renew), and on
+//     never revives a lease (a Renew that starts at or after the Lease's Expires
+//     gives ErrNotHeld, and a refresh or move answered that late does not count:
+//     see Renew), and on
 //     TryLock counting a spare's refresh only when it was answered before the
 //     spare's expiry (else it grants a new lease). Those bounds are no later
 //     than the expiry at the leader of the probes' term: they count from before

@@ -20,10 +20,13 @@ import (
 // the server holds the key at least until the old Lease's Expires, also when
 // Renew fails with an unknown outcome (a lost reply), so the old Expires still
 // bounds the lease then. It returns an error wrapping ErrNotHeld when the key is
-// gone, was taken by another acquisition, or its lease expired, and when the
-// reply of its refresh or move came at or after the Lease's Expires (a move is not
-// tried then, and one answered that late is undone, freeing the key): Renew never
-// revives a lease whose holder was told it ended.
+// gone, was taken by another acquisition, or its lease expired, and, without a
+// request, when it starts at or after the Lease's Expires: Renew never revives a
+// lease whose holder was told it ended. A refresh or move whose reply comes at or
+// after the Lease's Expires does not count either: Renew returns an error (not
+// ErrNotHeld, since the server holds the key) and the Lease's Expires stands. The
+// key is not freed then: another copy of the Lease, renewed meanwhile, may still
+// hold it, so it stays until that lease's TTL ends or the holder unlocks it.
 //
 // A refresh cannot be made conditional on the key (etcd's transactions have no
 // lease operations), so Renew reads the key after it, linearizably: a member cut
@@ -61,6 +64,9 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 	if err := ctx.Err(); err != nil {
 		return lease, err
 	}
+	if !start.Before(lease.Expires) {
+		return lease, fmt.Errorf("the lease's Expires passed %v before the Renew: %w", start.Sub(lease.Expires), distlock.ErrNotHeld)
+	}
 	k, lk, secs := l.etcdKey(lease.Key), lostKey{lease.Key, lease.Fence}, leaseSecs(ttl)
 	// The etcd lease to refresh: the one this Locker recorded for the
 	// acquisition, refreshed before any read (two round trips), or else the one
@@ -97,10 +103,6 @@ func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 			return lease, err
 		}
 		if err := refreshedInTime(lease.Expires); err != nil {
-			// The refresh reached the server, so its lease may hold the key
-			// for its TTL: free the key, since no holder remains.
-			l.forget(lk)
-			l.revoke(ctx, id)
 			return lease, err
 		}
 		// Confirm that the refreshed lease held the key after the refresh: then
@@ -173,14 +175,14 @@ func (l *Locker) refresh(ctx context.Context, id clientv3.LeaseID, retry bool) (
 
 // refreshedInTime returns nil when the reply of a refresh of a lease whose
 // holder was told it ends at bound, which just came, came before bound; else an
-// error wrapping ErrNotHeld: a refresh or move answered at or after bound does
-// not count (Renew never revives a lease). A Wait's chase relies on this
+// error (not ErrNotHeld: the server holds the key): a refresh or move answered at
+// or after bound does not count (Renew never revives a lease). A Wait's chase relies on this
 // contract's rule, and on no other of Renew's, when it revokes a lease that the
 // leader holds expired (see Failover in the package doc): no holder's Expires on
 // that lease passes its expiry at the leader.
 func refreshedInTime(bound time.Time) error {
 	if now := time.Now(); !now.Before(bound) {
-		return fmt.Errorf("the lease's refresh was answered %v after its Expires, too late to count: %w", now.Sub(bound), distlock.ErrNotHeld)
+		return fmt.Errorf("the renewal was answered %v after the Lease's Expires, too late to count: the Lease's Expires stands", now.Sub(bound))
 	}
 	return nil
 }
@@ -200,9 +202,10 @@ func renewed(lease distlock.Lease, start time.Time, ttl time.Duration) (distlock
 //
 // A move counts only as a refresh does (see refreshedInTime): when its reply
 // comes before the Lease's Expires, since Renew never revives a lease. So a move
-// is not even tried once Expires has passed, and one answered after it is
-// undone: the new lease is revoked, which frees the key (no one holds it: Renew
-// says ErrNotHeld).
+// is not even tried once Expires has passed, and one answered after it returns an
+// error; the key stays on the new lease (another copy of the Lease may hold it),
+// which the Locker records, as it does after a move in time, so that Unlock
+// revokes it.
 func (l *Locker) move(ctx context.Context, lease distlock.Lease, kv *mvccpb.KeyValue, start time.Time, ttl time.Duration) (distlock.Lease, error) {
 	if now := time.Now(); !now.Before(lease.Expires) {
 		return distlock.Lease{}, fmt.Errorf("the lease's Expires passed %v before its move to a lease of ttl %v: %w", now.Sub(lease.Expires), ttl, distlock.ErrNotHeld)
@@ -242,15 +245,12 @@ func (l *Locker) move(ctx context.Context, lease distlock.Lease, kv *mvccpb.KeyV
 		}
 		rev = resp.Responses[0].GetResponseRange().Kvs[0].ModRevision
 	}
-	if err := refreshedInTime(lease.Expires); err != nil {
-		l.forget(lostKey{lease.Key, lease.Fence})
-		l.revokeLater(old)      // it holds no key now
-		l.revoke(ctx, grant.id) // frees the key: it is on this lease now
-		return distlock.Lease{}, err
-	}
 	grant.token, grant.rev = lease.Token, rev
 	l.hold(lostKey{lease.Key, lease.Fence}, grant)
 	l.revoke(ctx, old) // it holds no key now
+	if err := refreshedInTime(lease.Expires); err != nil {
+		return distlock.Lease{}, err
+	}
 	lease.Expires = start.Add(ttl)
 	return renewed(lease, start, ttl)
 }

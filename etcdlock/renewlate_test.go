@@ -61,11 +61,12 @@ func TestRenewAfterExpires(t *testing.T) {
 	}
 }
 
-// TestRenewMoveReplyAfterExpires (issue 28, item 6a): a Renew with a longer ttl
-// that moves the key to a new lease, and whose move's reply comes after the
-// Lease's Expires, returns ErrNotHeld, as a refresh answered that late does, and
-// frees the key instead of leaving it on the new lease under a token that no one
-// holds.
+// TestRenewMoveReplyAfterExpires: a Renew with a longer ttl that moves the key to
+// a new lease, and whose move's reply comes after the Lease's Expires, does not
+// count (Renew never revives a lease): it returns an error, not ErrNotHeld, since
+// the server holds the key. It must not free the key: a copy of the Lease renewed
+// in time meanwhile still holds it (the explorer found a revocation here letting
+// a second holder in).
 func TestRenewMoveReplyAfterExpires(t *testing.T) {
 	eps := []string{etcdSrv.Addr()}
 	var until atomic.Pointer[time.Time] // once set, the next Txn's reply waits until then
@@ -78,24 +79,34 @@ func TestRenewMoveReplyAfterExpires(t *testing.T) {
 	}))
 	l := newLocker(t, cli, nil)
 	key := "renew-move-late-" + driver.NewToken()
-	lease, err := l.TryLock(ctxFor(t, 5*time.Second), key, lateTTL)
+	first, err := l.TryLock(ctxFor(t, 5*time.Second), key, lateTTL)
 	require.NoError(t, err)
-	late := lease.Expires.Add(20 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
+	second, err := l.Renew(ctxFor(t, 5*time.Second), first, lateTTL)
+	require.NoError(t, err)
+	late := first.Expires.Add(20 * time.Millisecond)
 	until.Store(&late)
 
-	renewed, err := l.Renew(ctxFor(t, 5*time.Second), lease, 5*time.Second)
+	renewed, err := l.Renew(ctxFor(t, 5*time.Second), first, 5*time.Second)
 	require.Nil(t, until.Load(), "the Renew sent no Txn")
-	require.ErrorIs(t, err, distlock.ErrNotHeld, "Renew whose move was answered after Expires (returned %+v)", renewed)
-	// The key is free long before the 5s of the new lease, and the old lease's TTL.
+	require.Error(t, err, "Renew whose move was answered after Expires (returned %+v)", renewed)
+	require.NotErrorIs(t, err, distlock.ErrNotHeld, "the server holds the key")
+	require.True(t, time.Now().Before(second.Expires), "the test was too slow to check the second copy in time")
 	other := newLocker(t, newClient(t, eps, nil), nil)
 	_, err = other.TryLock(ctxFor(t, 5*time.Second), key, time.Second)
-	require.NoError(t, err, "the key stayed held after the late move")
+	require.ErrorIs(t, err, distlock.ErrLocked, "the late move freed the key of a copy still held")
+	third, err := l.Renew(ctxFor(t, 5*time.Second), second, lateTTL)
+	require.NoError(t, err, "the copy renewed in time")
+	require.NoError(t, l.Unlock(ctxFor(t, 5*time.Second), third))
+	_, err = other.TryLock(ctxFor(t, 5*time.Second), key, time.Second)
+	require.NoError(t, err, "Unlock left the key on the moved lease")
 }
 
 // TestRenewLateRefresh: a Renew whose refresh is answered after the Lease's
-// Expires returns ErrNotHeld, although the server still held the lease and
-// refreshed it: the holder was told the lease ended at Expires, and Renew never
-// revives a lease.
+// Expires does not count, although the server still held the lease and refreshed
+// it: the holder was told the lease ended at Expires, and Renew never revives a
+// lease. It returns an error that is not ErrNotHeld (the server holds the key),
+// and leaves the key to a copy of the Lease renewed in time meanwhile.
 func TestRenewLateRefresh(t *testing.T) {
 	t.Parallel()
 	p, err := faultproxy.New(etcdSrv.Addr(), nil)
@@ -104,30 +115,32 @@ func TestRenewLateRefresh(t *testing.T) {
 	a := newLocker(t, newClient(t, []string{p.Addr()}, nil), nil)
 	key := "late-refresh-" + driver.NewToken()
 	// A ttl of 1.5s on a lease of 2s: the server still holds the lease when the
-	// refresh arrives, 100ms after the Lease's Expires.
+	// refresh arrives, 100ms after the first copy's Expires.
 	const ttl = 1500 * time.Millisecond
-	la, err := a.TryLock(ctxFor(t, 5*time.Second), key, ttl)
+	first, err := a.TryLock(ctxFor(t, 5*time.Second), key, ttl)
 	require.NoError(t, err)
-	// The Renew starts 200ms before Expires: its own Expires would be 1.3s
-	// after the old one.
-	start := time.NewTimer(time.Until(la.Expires.Add(-200 * time.Millisecond)))
+	time.Sleep(500 * time.Millisecond)
+	second, err := a.Renew(ctxFor(t, 5*time.Second), first, ttl)
+	require.NoError(t, err)
+	// The Renew of the first copy starts 200ms before its Expires.
+	start := time.NewTimer(time.Until(first.Expires.Add(-200 * time.Millisecond)))
 	<-start.C
 	p.Stall()
 	done := make(chan error, 1)
 	go func() {
-		_, err := a.Renew(ctxFor(t, 5*time.Second), la, ttl)
+		_, err := a.Renew(ctxFor(t, 5*time.Second), first, ttl)
 		done <- err
 	}()
-	heal := time.NewTimer(time.Until(la.Expires.Add(100 * time.Millisecond)))
+	heal := time.NewTimer(time.Until(first.Expires.Add(100 * time.Millisecond)))
 	<-heal.C
 	p.Heal()
-	require.ErrorIs(t, <-done, distlock.ErrNotHeld)
-	// The refresh reached the server: its lease would hold the key 2s from the
-	// heal on. The refused Renew revokes it, so the key frees at once.
+	err = <-done
+	require.Error(t, err, "a refresh answered after Expires counted")
+	require.NotErrorIs(t, err, distlock.ErrNotHeld, "the server holds the key")
+	require.True(t, time.Now().Before(second.Expires), "the test was too slow to check the second copy in time")
 	b := newLocker(t, newClient(t, []string{etcdSrv.Addr()}, nil), nil)
-	free := la.Expires.Add(time.Second)
-	require.Eventually(t, func() bool {
-		_, err := b.TryLock(ctxFor(t, time.Second), key, ttl)
-		return err == nil
-	}, time.Until(free), 20*time.Millisecond, "the key was still held a second after the Lease's Expires")
+	_, err = b.TryLock(ctxFor(t, time.Second), key, ttl)
+	require.ErrorIs(t, err, distlock.ErrLocked, "the late refresh freed the key of a copy still held")
+	_, err = a.Renew(ctxFor(t, 5*time.Second), second, ttl)
+	require.NoError(t, err, "the copy renewed in time")
 }
