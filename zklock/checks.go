@@ -52,8 +52,11 @@ func newChecks(l *Locker, each bool) *driver.Batcher[string, error] {
 			for i := range idx {
 				idx[i] = first + i
 			}
-			wg.Go(func() { l.multiCheck(nodes, idx, all) })
-			first = n
+			if first = n; first == len(nodes) {
+				l.multiCheck(nodes, idx, all) // the last multi: on this goroutine
+			} else {
+				wg.Go(func() { l.multiCheck(nodes, idx, all) })
+			}
 		}
 		wg.Wait()
 		return all, nil

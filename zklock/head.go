@@ -69,7 +69,7 @@ func (a *attempt) claimPre(p *preLock) (o outcome, cleanup func()) {
 		}
 	}
 	o, cleanup = a.won(p.node, p.fence, p.owner, nil)
-	o.held.capped = capped
+	o.grant.capped = capped
 	return o, cleanup
 }
 

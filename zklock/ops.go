@@ -43,7 +43,7 @@ func (o *ops) Acquire(ctx context.Context, key, id string, ttl time.Duration) (u
 	l.bg(func() {
 		out, cleanup := a.run()
 		if out.err == nil {
-			l.grant(id, out.held)
+			l.grant(id, out.grant)
 		}
 		if state.CompareAndSwap(pending, delivered) {
 			res <- out
@@ -68,28 +68,26 @@ func (o *ops) Acquire(ctx context.Context, key, id string, ttl time.Duration) (u
 }
 
 // grant records the lease that an Acquire of id won, for TryLock to claim.
-func (l *Locker) grant(id string, h *heldLease) {
+func (l *Locker) grant(id string, g grant) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.held[h.token] = h
-	l.grants[id] = h
+	l.held[g.token] = g.h
+	l.grants[id] = g
 }
 
 // ungrant forgets the lease that an Acquire of id won and nobody will hold (the
 // caller gave up, or the core refused it), and deletes its node in the background.
-// It reports whether there was one.
-func (l *Locker) ungrant(id string) bool {
+func (l *Locker) ungrant(id string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	h := l.grants[id]
-	if h == nil {
-		return false
+	g, ok := l.grants[id]
+	if !ok {
+		return
 	}
 	delete(l.grants, id)
-	delete(l.held, h.token)
-	node, session := l.nodeOf(h.key, h.token), h.session
+	delete(l.held, g.token)
+	node, session := l.nodeOf(g.h.key, g.token), g.h.session
 	l.bg(func() { l.reapNode(node, session) })
-	return true
 }
 
 // Abandon releases the lock of an Acquire of id that the core refused (its reply
@@ -202,7 +200,9 @@ func (o *ops) Retryable(err error) bool {
 	return errors.As(err, &r)
 }
 
-// Definite: an Acquire's own errors leave nothing for Abandon (see Abandon).
+// Definite: only a request that was never sent; after any other error of an
+// Acquire the core calls Abandon, which releases nothing unless the Acquire won
+// (see Abandon).
 func (o *ops) Definite(err error) bool { return driver.IsNotSent(err) }
 
 // Close runs after the core's calls have returned (see Locker.Close): it closes the

@@ -6,16 +6,16 @@ import (
 
 // outcome is the result of an attempt: the lease it won, or err.
 type outcome struct {
-	held *heldLease
-	err  error
+	grant grant
+	err   error
 }
 
 // fence returns the won lease's Fence, or 0.
 func (o outcome) fence() uint64 {
-	if o.held == nil {
+	if o.grant.h == nil {
 		return 0
 	}
-	return o.held.fence
+	return o.grant.h.fence
 }
 
 // attempt is one Acquire: the protocol of the classic lock recipe on protected
@@ -73,7 +73,8 @@ func (a *attempt) won(node string, czxid, session int64, cleanup func()) (outcom
 	seq, _ := parseContender(node[len(a.keyPath)+1:])
 	h := handle{id: a.id, seq: seq.seq}
 	_, least := a.l.validity(a.ttl)
-	return outcome{held: &heldLease{token: h.token(), key: a.key, session: session, fence: uint64(czxid), least: least}}, cleanup
+	held := &heldLease{key: a.key, session: session, fence: uint64(czxid), least: least}
+	return outcome{grant: grant{h: held, token: h.token()}}, cleanup
 }
 
 // then returns a function that calls first (if not nil), then next. (A closure

@@ -53,7 +53,7 @@ type Locker struct {
 	done       chan struct{}             // closed by Close: waits and the monitor stop
 	wg         sync.WaitGroup            // the Locker's goroutines (tests wait for them)
 	held       map[string]*heldLease     // leases that TryLock returned and that may still be held, by Token
-	grants     map[string]*heldLease     // leases that Acquire won, by the core's token, until TryLock returns them
+	grants     map[string]grant          // leases that Acquire won, by the core's token, until TryLock returns them
 	subs       map[string]*sub           // Lost subscriptions, by Token
 	dead       map[string]struct{}       // Tokens declared lost (or being unlocked) whose node is being removed
 	flights    map[string]*renewFlight   // Renews waiting for the server, by Token
@@ -69,14 +69,19 @@ type Locker struct {
 // Renew or loss has found released yet: Close deletes its node once its Expires has
 // passed.
 type heldLease struct {
-	token   string        // the lease's Token: <id>-<sequence>
 	key     string        // the lease's Key: with its Token, it names the node (nodeOf)
 	session int64         // the node's owner
 	fence   uint64        // the node's czxid: the lease's Fence
 	least   time.Duration // the smallest session timeout granted when Expires was last set
 	expires time.Time     // the latest Expires that TryLock or Renew returned
-	// capped, when not zero, caps the Expires of the lease that TryLock returns: a
-	// lease taken over from a Wait's lock node counts from before that node's create.
+}
+
+// A grant is a lease that an Acquire won, until TryLock returns it (claimGrant).
+type grant struct {
+	h     *heldLease
+	token string // the lease's Token: <id>-<sequence>
+	// capped, when not zero, caps the lease's Expires: a lease taken over from a
+	// Wait's lock node counts from before that node's create.
 	capped time.Time
 }
 
@@ -115,7 +120,7 @@ func New(s *Session, opts *Options) (*Locker, error) {
 		data:    []byte(o.Owner),
 		done:    make(chan struct{}),
 		held:    make(map[string]*heldLease),
-		grants:  make(map[string]*heldLease),
+		grants:  make(map[string]grant),
 		subs:    make(map[string]*sub),
 		dead:    make(map[string]struct{}),
 		flights: make(map[string]*renewFlight),
@@ -188,16 +193,16 @@ func (l *Locker) TryLock(ctx context.Context, key string, ttl time.Duration) (di
 func (l *Locker) claimGrant(lease distlock.Lease) distlock.Lease {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	h := l.grants[lease.Token]
+	g, ok := l.grants[lease.Token]
 	delete(l.grants, lease.Token)
-	if h == nil {
+	if !ok {
 		return lease // cannot happen: Acquire granted it
 	}
-	lease.Token = h.token
-	if !h.capped.IsZero() && h.capped.Before(lease.Expires) {
-		lease.Expires = h.capped
+	lease.Token = g.token
+	if !g.capped.IsZero() && g.capped.Before(lease.Expires) {
+		lease.Expires = g.capped
 	}
-	h.expires = lease.Expires
+	g.h.expires = lease.Expires
 	return lease
 }
 
