@@ -20,7 +20,7 @@ type lossFunc struct{ f func() }
 // ends the arrangement and reports whether it kept f from running; f runs at most
 // once.
 func (l *Locker) AfterLost(lease distlock.Lease, f func()) (stop func() bool) {
-	if _, _, err := l.leaseNode("AfterLost", lease); err == nil {
+	if validLease(lease) {
 		l.mu.Lock()
 		if s := l.subscribeLocked(lease); s != nil {
 			fn := &lossFunc{f: f}

@@ -38,9 +38,8 @@ func newHeldClient(t *testing.T, st time.Duration) *heldClient {
 	return &heldClient{l: l, conn: sess.Conn(), hp: hp}
 }
 
-// TestCloseDuringUnlock: an Unlock whose delete is in flight when Close runs, and
-// whose outcome turns out unknown (the connection breaks), must not leave its node
-// behind: the session survives the break, and nobody could Unlock the lease any more.
+// TestCloseDuringUnlock: an Unlock whose delete is in flight when Close runs (Close
+// cuts it short: its outcome is unknown) must not leave its node behind: the session survives the break, and nobody could Unlock the lease any more.
 // The delete is held in the proxy until go-zookeeper gives the connection up (2/3 of
 // the session timeout without an answer) and reconnects.
 func TestCloseDuringUnlock(t *testing.T) {
@@ -64,6 +63,9 @@ func TestCloseDuringUnlock(t *testing.T) {
 	closed := time.Now()
 	require.NoError(t, a.l.Close())
 	t.Logf("Close returned after %v; Unlock: %v", time.Since(closed).Round(time.Millisecond), <-unlocked)
+	// Close cut the Unlock short; its delete stays held until the connection breaks.
+	require.Eventually(t, func() bool { return a.conn.State() != zk.StateHasSession }, st, 5*time.Millisecond,
+		"go-zookeeper gives the held connection up")
 	requireState(t, a.conn, zk.StateHasSession, 2*st)
 	require.Equal(t, sid, a.conn.SessionID(), "the test needs the session to survive")
 	require.Eventually(t, func() bool { return len(children(t, obs, keyPath(key))) == 0 }, 5*time.Second, 5*time.Millisecond,

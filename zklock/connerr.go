@@ -58,3 +58,13 @@ func asConnClosed(err error) error {
 	}
 	return err
 }
+
+// A retryError is an Acquire's error after which no node of the attempt exists:
+// its request was not sent, or the session that would own its node had expired.
+// The core may try again (see ops.Retryable).
+type retryError struct{ err error }
+
+func (e *retryError) Error() string { return e.err.Error() }
+func (e *retryError) Unwrap() error { return e.err }
+
+func retryable(err error) error { return &retryError{err} }

@@ -36,41 +36,19 @@ type created struct {
 // client made it with an ACL of its own) makes the multi fail with zk.ErrNoAuth: the
 // attempt falls back to a plain create, whose fence the listing's round trip reads.
 func (a *attempt) create() (c created, unknown bool, err error) {
-	l := a.l
 	plain := false
 	for creates := 0; ; {
 		if plain {
 			var path string
-			if path, err = l.conn.Create(lockNodePrefix(a.keyPath, a.id), l.data, zk.FlagEphemeralSequential, l.o.ACL); err == nil {
+			if path, err = a.l.conn.Create(lockNodePrefix(a.keyPath, a.id), a.l.data, zk.FlagEphemeralSequential, a.l.o.ACL); err == nil {
 				return created{node: path}, unknown, nil
 			}
 		} else {
-			sid := l.conn.SessionID()
-			var rs []zk.MultiResponse
-			ops := []any{
-				&zk.CreateRequest{Path: lockNodePrefix(a.keyPath, a.id), Data: l.data, Acl: l.o.ACL, Flags: zk.FlagEphemeralSequential},
-				&zk.SetDataRequest{Path: a.keyPath, Version: -1},
-			}
-			if a.waiter != "" {
-				ops = append(ops, &zk.DeleteRequest{Path: a.waiter, Version: -1})
-			}
-			rs, err = l.conn.Multi(ops...)
-			if err == nil {
-				a.waiterGone = a.waiter != ""
-				if len(rs) != len(ops) || rs[0].String == "" {
-					return c, unknown, fmt.Errorf("unexpected answer to the lock node's multi: %+v", rs)
-				}
-				c.node = rs[0].String
-				// The node's owner is the session the request went out in: the one
-				// read before it, if it is still the connection's (ids never repeat).
-				if st := rs[1].Stat; st != nil && sid != 0 && l.conn.SessionID() == sid {
-					c.known, c.fence, c.owner = true, st.Mzxid, sid
-					c.alone = st.NumChildren == 1
-				}
+			var again bool
+			if c, again, err = a.createMulti(); err == nil {
 				return c, unknown, nil
 			}
-			if a.waiter != "" && len(rs) == len(ops) && rs[0].Error == nil && errors.Is(rs[2].Error, zk.ErrNoNode) {
-				a.waiter = "" // the waiter node is gone already: nothing to delete
+			if again {
 				continue
 			}
 			if errors.Is(err, zk.ErrNoAuth) {
@@ -84,28 +62,66 @@ func (a *attempt) create() (c created, unknown bool, err error) {
 			if creates++; creates >= maxCreates {
 				return c, unknown, err
 			}
-			if err = l.ensureKeyNode(a.keyPath); err == nil {
+			if err = a.l.ensureKeyNode(a.keyPath); err == nil {
 				continue
 			}
+			if retriable(err) {
+				return c, unknown, retryable(err) // nothing of ours was made
+			}
+			return c, unknown, err
 		case connBroke(err):
 			// The request may have been applied: look for the node by its id.
 			unknown = true
-			found, ferr := l.findOwn(a.keyPath, a.id)
+			found, ferr := a.l.findOwn(a.keyPath, a.id)
 			if ferr == nil && found != "" {
 				return created{node: found}, unknown, nil
 			}
 			if ferr != nil {
 				err = ferr
 			}
+			return c, unknown, err
 		case retriable(err):
-			// Not sent, or the session expired (with it, any node it had).
-		default:
-			return c, unknown, err
+			// Not sent, or the session expired (with it, any node it had): the core
+			// may try again, with the same id.
+			return c, unknown, retryable(err)
 		}
-		if !a.again(err) {
-			return c, unknown, err
-		}
+		return c, unknown, err
 	}
+}
+
+// createMulti sends the multi that creates the attempt's lock node (see create).
+// again reports that the waiter node it was to delete is gone already: the
+// multi may go again without it.
+func (a *attempt) createMulti() (c created, again bool, err error) {
+	l := a.l
+	sid := l.conn.SessionID()
+	ops := []any{
+		&zk.CreateRequest{Path: lockNodePrefix(a.keyPath, a.id), Data: l.data, Acl: l.o.ACL, Flags: zk.FlagEphemeralSequential},
+		&zk.SetDataRequest{Path: a.keyPath, Version: -1},
+	}
+	if a.waiter != "" {
+		ops = append(ops, &zk.DeleteRequest{Path: a.waiter, Version: -1})
+	}
+	rs, err := l.conn.Multi(ops...)
+	if err != nil {
+		if a.waiter != "" && len(rs) == len(ops) && rs[0].Error == nil && errors.Is(rs[2].Error, zk.ErrNoNode) {
+			a.waiter = "" // the waiter node is gone already: nothing to delete
+			return c, true, err
+		}
+		return c, false, err
+	}
+	a.waiterGone = a.waiter != ""
+	if len(rs) != len(ops) || rs[0].String == "" {
+		return c, false, fmt.Errorf("unexpected answer to the lock node's multi: %+v", rs)
+	}
+	c.node = rs[0].String
+	// The node's owner is the session the request went out in: the one read
+	// before it, if it is still the connection's (ids never repeat).
+	if st := rs[1].Stat; st != nil && sid != 0 && l.conn.SessionID() == sid {
+		c.known, c.fence, c.owner = true, st.Mzxid, sid
+		c.alone = st.NumChildren == 1
+	}
+	return c, false, nil
 }
 
 // findOwn returns the path of a child of keyPath with protected id, or "" when there

@@ -69,10 +69,10 @@
 //
 // A lease that is simply not renewed keeps the key locked while its session lives;
 // Unlock it (a Renew after its Expires fails with ErrNotHeld, without asking the
-// server, and leaves the node). Leases that are watched through Lost (distlock.Hold does) are also
+// server, and deletes the node of a lease that this Locker's TryLock returned). Leases that are watched through Lost (distlock.Hold does) are also
 // deleted by the Locker once Expires passes without a renewal (a Renew whose answer
-// comes after that fails with ErrNotHeld), and Close deletes the nodes of every lease
-// the Locker still holds.
+// comes after that fails with ErrNotHeld), and after Close the Locker deletes the
+// node of every lease it still holds once that lease's Expires has passed.
 //
 // # How long a lease is held
 //
@@ -148,30 +148,37 @@
 //
 // # Contexts and cleanup
 //
-// go-zookeeper's requests take no context. Every method returns as soon as its
-// context is done; a request it abandoned finishes in the background, and a TryLock
-// whose caller gave up deletes the node it may have created (as does an Unlock whose
-// outcome is unknown), with retries that last until the node is gone or its session
-// ended — never an orphan. So there is no Options.CleanupTimeout here, unlike the
-// backends whose locks expire by ttl: an ephemeral node of a live session never
-// expires, and a cleanup that gave up after a fixed time would leave the key locked
-// for the rest of the session (a quorum loss can outlast the session timeout
-// without ending the session: a new leader gives every session a full timeout from
-// its election). The retries stop when the Session's connection is closed (the
-// session's end deletes the nodes), and not before, also after Locker.Close.
+// TryLock, Renew, Unlock and Inspect run on driver.Locker, the core that every
+// backend shares: it validates, counts Expires from before the request, refuses
+// late replies, retries a TryLock whose create was not sent (or whose session had
+// expired) on its one schedule, and wraps every error. go-zookeeper's requests take
+// no context. Every method returns as soon as its context is done; a request it
+// abandoned finishes in the background, and a TryLock whose caller gave up deletes
+// the node it may have created (as does an Unlock whose outcome is unknown), with
+// retries that last until the node is gone or its session ended — never an orphan.
+// So there is no Options.CleanupTimeout here, unlike the backends whose locks expire
+// by ttl: an ephemeral node of a live session never expires, and a cleanup that
+// gave up after a fixed time would leave the key locked for the rest of the session
+// (a quorum loss can outlast the session timeout without ending the session: a new
+// leader gives every session a full timeout from its election). The retries stop
+// when the Session's connection is closed (the session's end deletes the nodes),
+// and not before, also after Locker.Close.
 //
 // # Close
 //
-// Close returns at once, without waiting for the server. TryLock, Renew and Wait calls
-// in flight return an error wrapping distlock.ErrClosed at once (an Unlock or
-// Inspect in flight returns with its request's answer or its context's end), and
-// every Lost channel closes. Close releases what the Locker holds: the lock nodes of
-// its leases (also of calls in flight: an Unlock whose outcome is unknown, a TryLock
-// that wins as Close runs) and its waiter nodes, deleted in the background, with
-// retries until each node is gone or its session has ended, for as long as the
-// Session's connection is open: a key is free again a round trip after Close while
-// the ensemble serves, or once it serves again after a quorum loss, however long.
-// Close never closes the Session; closing it frees every key of its session at once
+// Close has the core's meaning (see driver.Locker.Close), with what an ephemeral
+// node adds. Calls in flight (TryLock, Renew, Unlock, Inspect, Wait) return at once
+// with an error wrapping distlock.ErrClosed, unless they were done; a TryLock cut
+// short deletes what its attempt takes, and an Unlock cut short deletes its node,
+// in the background. Every Lost channel closes. Held leases are not released at
+// once: each stays held until its Expires, as if its holder had crashed; then,
+// since the Session lives on and a ZooKeeper lock has no ttl, the Locker deletes
+// its node, in the background. Waiter nodes are deleted at once. The deletions
+// retry until each node is gone or its session has ended, for as long as the
+// Session's connection is open: a key is free again a round trip after its lease's
+// Expires while the ensemble serves, or once it serves again after a quorum loss,
+// however long. Close returns at once, without waiting for the server, and never
+// closes the Session; closing the Session frees every key of its session at once
 // and ends the background work. Every call after Close returns an error wrapping
 // distlock.ErrClosed; a second Close returns nil.
 //
@@ -281,7 +288,7 @@
 //     its Expires must assume the lease lost: that is what Expires and fences are
 //     for.
 //   - Session's life: the nodes that the Locker deletes in the background (those
-//     of a closed Locker, of a lease reported lost, of a cancelled TryLock, of an
+//     of a closed Locker's leases, of a lease reported lost, of a cancelled TryLock, of an
 //     Unlock whose outcome was unknown) are deleted once the ensemble answers, at
 //     the latest when the session ends: the deletion retries for as long as the
 //     Session's connection is open, because ZooKeeper keeps an ephemeral node until

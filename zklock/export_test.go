@@ -40,4 +40,4 @@ func (l *Locker) BackgroundDone(d time.Duration) bool {
 
 // SetCheckEach makes l's Renews send their checks one per multi, each at once,
 // instead of gathered into shared multis. Set it before l's first Renew.
-func (l *Locker) SetCheckEach(on bool) { l.checkEach = on }
+func (l *Locker) SetCheckEach(on bool) { l.checks = newChecks(l, on) }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
 )
 
@@ -49,17 +48,18 @@ func (l *Locker) contend(keyPath string) (*preLock, error) {
 	return p, nil
 }
 
-// claimPre is a TryLock that claimed a Wait whose head waiter's lock node, p, holds
-// the lock: the lease is p's, with Expires = p.start + the validity, if the Wait was
-// short enough that half the validity is left; otherwise it proves the session
-// afresh (confirm: a write) and counts from before that.
+// claimPre is an attempt that claimed a Wait whose head waiter's lock node, p,
+// holds the lock: the lease is p's, with Expires capped at p.start + the validity
+// (claimGrant), if the Wait was short enough that half the validity is left;
+// otherwise it proves the session afresh (confirm: a write), after the core's
+// start, so that the core's Expires stands.
 func (a *attempt) claimPre(p *preLock) (o outcome, cleanup func()) {
 	l := a.l
 	a.id = p.id
-	a.start = p.start
 	valid, _ := l.validity(a.ttl)
-	if time.Until(p.start.Add(valid)) < valid/2 {
-		a.start = time.Now()
+	capped := p.start.Add(valid)
+	if time.Until(capped) < valid/2 {
+		capped = time.Time{}
 		stat, err := l.confirm(p.node)
 		switch {
 		case err != nil:
@@ -68,7 +68,9 @@ func (a *attempt) claimPre(p *preLock) (o outcome, cleanup func()) {
 			return a.fail(fmt.Errorf("the waiter's lock node %s changed hands (%w)", p.node, zk.ErrSessionExpired)), nil
 		}
 	}
-	return a.won(p.node, p.fence, p.owner, nil)
+	o, cleanup = a.won(p.node, p.fence, p.owner, nil)
+	o.grant.capped = capped
+	return o, cleanup
 }
 
 // below returns the contenders among children with a lower sequence number than the
@@ -137,8 +139,6 @@ func (l *Locker) awaitLower(abandon <-chan struct{}, keyPath string, lower []str
 			}
 		case <-abandon:
 			return lowerRelist, errAbandoned
-		case <-l.done:
-			return lowerRelist, distlock.ErrClosed
 		}
 	}
 	return lowerGone, nil

@@ -7,27 +7,28 @@ import (
 	"github.com/distlock/distlock/driver"
 )
 
-// leaseNode validates lease and returns its handle and node path. A Token that this
-// package did not make names no lock: ErrNotHeld. Errors are *distlock.OpError.
-func (l *Locker) leaseNode(op string, lease distlock.Lease) (handle, string, error) {
-	if err := driver.ValidateLease(lease); err != nil {
-		return handle{}, "", opError(op, lease.Key, err)
-	}
-	if err := driver.ValidateKey(lease.Key, MaxKeyLen); err != nil {
-		return handle{}, "", opError(op, lease.Key, fmt.Errorf("the lease's Key: %w", err))
-	}
+// leaseNode returns the path of lease's node (the core validated lease). A Token
+// that this package did not make names no lock: ErrNotHeld.
+func (l *Locker) leaseNode(lease distlock.Lease) (string, error) {
 	h, ok := parseToken(lease.Token)
 	if !ok {
-		return handle{}, "", opError(op, lease.Key, fmt.Errorf("the Lease's Token is not one of a zklock lock node: %w", distlock.ErrNotHeld))
+		return "", fmt.Errorf("the Lease's Token is not one of a zklock lock node: %w", distlock.ErrNotHeld)
 	}
-	return h, h.nodePath(l.keyPath(lease.Key)), nil
+	return h.nodePath(l.keyPath(lease.Key)), nil
+}
+
+// validLease reports whether lease can be one of this package's (for Lost and
+// AfterLost, which the core does not see).
+func validLease(lease distlock.Lease) bool {
+	_, ok := parseToken(lease.Token)
+	return ok && driver.ValidateLease(lease) == nil && driver.ValidateKey(lease.Key, MaxKeyLen) == nil
 }
 
 // errDead is the cause of a call on a lease whose node the Locker is deleting.
 var errDead = fmt.Errorf("the lease was reported lost, or its Unlock's outcome was unknown, and its node is being removed: %w", distlock.ErrNotHeld)
 
 // checkDead returns an error wrapping ErrNotHeld when the Locker is deleting the
-// lease's node (see letGoLocked).
+// lease's node (see loseLocked, unlockUnknown).
 func (l *Locker) checkDead(token string) error {
 	l.mu.Lock()
 	_, dead := l.dead[token]
@@ -62,13 +63,10 @@ type renewFlight struct {
 }
 
 // beginRenew enters a Renew of the lease with token into its flight, or returns why
-// it cannot be renewed: the Locker is closed, or it is deleting the lease's node.
+// it cannot be renewed: the Locker is deleting the lease's node.
 func (l *Locker) beginRenew(token string) (*renewFlight, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
-		return nil, distlock.ErrClosed
-	}
 	if _, dead := l.dead[token]; dead {
 		return nil, errDead
 	}

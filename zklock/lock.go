@@ -79,19 +79,15 @@ func (a *attempt) listEarly(crowd *atomic.Bool) <-chan listing {
 
 // listChildren returns the key's children as a server that applied our create
 // sees them: early's listing (see listEarly) if it shows our node, or a listing of
-// its own, retried after a connection error while again allows.
+// its own.
 func (a *attempt) listChildren(early <-chan listing) ([]string, error) {
 	if early != nil {
 		if r := <-early; r.err == nil && hasID(r.children, a.id) {
 			return r.children, nil
 		}
 	}
-	for {
-		children, _, err := a.l.conn.Children(a.keyPath)
-		if err == nil || !a.again(err) {
-			return children, err
-		}
-	}
+	children, _, err := a.l.conn.Children(a.keyPath)
+	return children, err
 }
 
 // contenders returns, among the key's children, the attempt's lock nodes (own:
@@ -138,11 +134,7 @@ func (a *attempt) win(c created, statc <-chan statResult, own []contender, mine 
 		sr = <-statc
 	}
 	if minePath != c.node || sr.err != nil {
-		for {
-			if sr.exists, sr.stat, sr.err = l.conn.Exists(minePath); sr.err == nil || !a.again(sr.err) {
-				break
-			}
-		}
+		sr.exists, sr.stat, sr.err = l.conn.Exists(minePath)
 	}
 	if sr.err != nil {
 		return a.fail(sr.err), then(cleanup, func() { l.reapNode(minePath, 0) })

@@ -55,7 +55,7 @@ func closedChan() chan struct{} {
 // the zk.Conn's state (every 1/40 of the session timeout, at most every 50ms, only
 // while some lease is watched), and keeps nothing once the lease is unlocked, lost or expired.
 func (l *Locker) Lost(lease distlock.Lease) <-chan struct{} {
-	if _, _, err := l.leaseNode("Lost", lease); err != nil {
+	if !validLease(lease) {
 		return nil
 	}
 	l.mu.Lock()
@@ -191,23 +191,11 @@ func (l *Locker) loseLocked(token string, s *sub) {
 		return
 	}
 	l.dead[token] = struct{}{}
-	expires := s.expires
-	if !l.spawnLocked(func() {
-		if d := time.Until(expires); d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-t.C:
-			case <-l.done:
-				t.Stop()
-			}
-		}
-		l.reapNode(l.nodeOf(s.key, token), owner)
+	l.reapAfter(s.expires, l.nodeOf(s.key, token), owner, func() {
 		l.mu.Lock()
 		delete(l.dead, token)
 		l.mu.Unlock()
-	}) {
-		delete(l.dead, token)
-	}
+	})
 }
 
 // pollInterval is how often the monitor looks at the connection's state.

@@ -92,3 +92,24 @@ func (l *Locker) reapByID(keyPath, id string) {
 		return true, nil
 	})
 }
+
+// reapAfter deletes the node at path of session (see reapNode) once expires has
+// passed, in the background, and then calls then (if not nil): the node of a lease
+// reported lost, or left held by Close, which must stay until the Expires its
+// holder was given. l.mu may be held.
+func (l *Locker) reapAfter(expires time.Time, path string, session int64, then func()) {
+	l.bg(func() {
+		if d := time.Until(expires); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-l.sess.ended:
+			}
+			t.Stop()
+		}
+		l.reapNode(path, session)
+		if then != nil {
+			then()
+		}
+	})
+}

@@ -62,7 +62,7 @@ func (l *Locker) addPending(keyPath, path string, pre *preLock) bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if l.removePendingLocked(keyPath, w) {
-			l.spawnLocked(func() { l.reapPending(w) })
+			l.bg(func() { l.reapPending(w) })
 		}
 	})
 	l.pending[keyPath] = append(l.pending[keyPath], w)
@@ -122,21 +122,31 @@ func (l *Locker) claimWait(keyPath string) *pendingWait {
 // session expired) wakes the next waiter as a release does. Errors are
 // *distlock.OpError.
 func (l *Locker) Wait(ctx context.Context, key string) error {
-	locked := func(err error) error {
-		return opError("Wait", key, errors.Join(distlock.ErrLocked, err))
-	}
-	failed := func(err error) error { return opError("Wait", key, err) }
 	if err := driver.ValidateKey(key, MaxKeyLen); err != nil {
-		return failed(err)
+		return opError("Wait", key, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return locked(err)
+		return opError("Wait", key, errors.Join(distlock.ErrLocked, err))
 	}
-	if l.isClosed() {
-		return failed(distlock.ErrClosed)
+	cctx, end, err := l.calls.Begin(ctx)
+	if err != nil {
+		return opError("Wait", key, err)
 	}
-	keyPath := l.keyPath(key)
-	free, err := call(ctx, func() (bool, error) {
+	defer end()
+	switch err := l.wait(cctx, l.keyPath(key)); {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return opError("Wait", key, errors.Join(distlock.ErrLocked, ctx.Err()))
+	default:
+		return opError("Wait", key, driver.Err(cctx, err))
+	}
+}
+
+// wait is Wait's work, on cctx, the call's context: it returns nil when the key
+// may be free, or cctx's error when it ends first (or another).
+func (l *Locker) wait(cctx context.Context, keyPath string) error {
+	free, err := call(cctx, func() (bool, error) {
 		children, _, err := l.conn.Children(keyPath)
 		if errors.Is(err, zk.ErrNoNode) {
 			return true, nil
@@ -144,15 +154,9 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 		_, held := lowest(children)
 		return !held, err
 	})
-	switch {
-	case ctx.Err() != nil:
-		return locked(ctx.Err())
-	case err != nil:
-		return failed(err)
-	case free:
-		return nil
+	if err != nil || free {
+		return err
 	}
-
 	const (
 		pending int32 = iota
 		delivered
@@ -160,10 +164,10 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 	)
 	var state atomic.Int32
 	res := make(chan error, 1)
-	if !l.spawn(func() {
-		path, pre, err := l.queue(ctx.Done(), keyPath)
-		// A queue that ctx's end abandoned delivers nothing: the caller, which sees
-		// ctx end too, reports it as contention (errors.Join(ErrLocked, ctx.Err())).
+	l.bg(func() {
+		path, pre, err := l.queue(cctx.Done(), keyPath)
+		// A queue that cctx's end abandoned delivers nothing: the caller sees
+		// cctx end too.
 		if !errors.Is(err, errAbandoned) && state.CompareAndSwap(pending, delivered) {
 			if err == nil && path != "" && l.addPending(keyPath, path, pre) {
 				path, pre = "", nil
@@ -176,23 +180,15 @@ func (l *Locker) Wait(ctx context.Context, key string) error {
 		if path != "" {
 			l.reapNode(path, 0)
 		}
-	}) {
-		return failed(distlock.ErrClosed)
-	}
+	})
 	select {
 	case err := <-res:
-		if err != nil {
-			return failed(err)
-		}
-		return nil
-	case <-ctx.Done():
+		return err
+	case <-cctx.Done():
 		if state.CompareAndSwap(pending, abandoned) {
-			return locked(ctx.Err())
+			return cctx.Err()
 		}
-		if err := <-res; err != nil {
-			return failed(err)
-		}
-		return nil
+		return <-res
 	}
 }
 
@@ -353,8 +349,6 @@ func (w *waiter) watch(target string) (done bool, err error) {
 		return ev.Type == zk.EventNotWatching || parseContenderOK(target), nil
 	case <-w.abandon:
 		return false, errAbandoned
-	case <-w.l.done:
-		return false, distlock.ErrClosed
 	}
 }
 

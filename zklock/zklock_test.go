@@ -422,8 +422,8 @@ func TestDisconnectGrace(t *testing.T) {
 
 // TestClose: after Close every method fails with an *OpError wrapping
 // distlock.ErrClosed, Lost channels close, a second Close returns nil, and the key is
-// soon free for others: Close released the lease (in the background), although the
-// Session lives on.
+// free for others soon after the lease's Expires: the Locker deletes the node of a
+// lease that Close left held (in the background), although the Session lives on.
 func TestClose(t *testing.T) {
 	a := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
 	b := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
@@ -459,9 +459,10 @@ func TestClose(t *testing.T) {
 	require.NoError(t, b.l.Unlock(ctxT(t), lb))
 }
 
-// TestCloseReleasesUnwatchedLeases: Close deletes the nodes of every lease that its
-// Locker holds, not only of those watched through Lost, so that no key stays locked
-// for the rest of a session that outlives the Locker (nobody could Unlock it).
+// TestCloseReleasesUnwatchedLeases: after Close the Locker deletes the node of every
+// lease it held, once its Expires has passed, not only of those watched through
+// Lost, so that no key stays locked for the rest of a session that outlives the
+// Locker (nobody could Unlock it).
 func TestCloseReleasesUnwatchedLeases(t *testing.T) {
 	a := newClient(t, standaloneAddrs(), sessionTimeout, nil, false)
 	key := uniqueKey(t)
