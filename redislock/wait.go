@@ -29,8 +29,8 @@ import (
 // When ctx ends while the key is held, or is done when Wait is called, it returns
 // errors.Join(distlock.ErrLocked, ctx.Err()); when ctx ends before Wait saw the key
 // held, it returns ctx's error without ErrLocked. It returns other errors when it
-// cannot subscribe or read the key, and distlock.ErrClosed when the Locker is closed;
-// every error is an *distlock.OpError.
+// cannot subscribe or read the key, and one wrapping distlock.ErrClosed when the
+// Locker is closed; every error is an *distlock.OpError.
 //
 // A release wakes one Wait of the key per Locker, the first in line; the next one
 // is woken only when no TryLock of the key starts within a handoff time (20ms) after
@@ -46,12 +46,13 @@ import (
 // connection breaks or is replaced, Waits in progress return nil, since a release
 // may have been missed.
 func (l *Locker) Wait(ctx context.Context, key string) error {
-	if err := l.group.Enter(); err != nil {
+	cctx, end, err := l.calls.Begin(ctx)
+	if err != nil {
 		return opError("Wait", key, err)
 	}
-	defer l.group.Leave()
-	if err := l.wait(ctx, key); err != nil {
-		return opError("Wait", key, err)
+	defer end()
+	if err := l.wait(cctx, key); err != nil {
+		return opError("Wait", key, driver.Err(cctx, err))
 	}
 	return nil
 }
