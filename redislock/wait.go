@@ -123,9 +123,9 @@ func (w *waiter) subscribe() (done bool, err error) {
 				return true, err
 			}
 		case <-w.ls.Woke():
-			return true, w.woke()
+			return true, nil // a release, or one may have been missed
 		case <-w.turn.Woken():
-			return true, w.woke()
+			return true, nil // a release, or one may have been missed
 		case <-w.Bound:
 			return true, nil
 		case <-w.ctx.Done():
@@ -157,9 +157,9 @@ func (w *waiter) whileHeld(channel string) error {
 				return err
 			}
 		case <-w.ls.Woke():
-			return w.woke()
+			return nil // a release, or one may have been missed
 		case <-w.turn.Woken():
-			return w.woke()
+			return nil // a release, or one may have been missed
 		case <-w.Bound:
 			return nil
 		case <-w.ctx.Done():
@@ -188,13 +188,4 @@ func (w *waiter) read(r redisx.Result[time.Duration]) (done bool, err error) {
 	}
 	w.HeldUntil(until)
 	return false, nil
-}
-
-// woke is the result of a Wait that its listener woke: nil (a release, or one may
-// have been missed), or ErrClosed when the Locker's Close woke it.
-func (w *waiter) woke() error {
-	if w.l.node.Hub.Closed() {
-		return distlock.ErrClosed
-	}
-	return nil
 }
