@@ -17,22 +17,39 @@ import (
 type Calls struct {
 	wg     sync.WaitGroup // calls in flight and their goroutines
 	closed chan struct{}  // closed when the first Close has finished
+	// closing is the context of the calls whose own context cannot end: Close
+	// cancels it, with cause distlock.ErrClosed, when it starts.
+	closing       context.Context
+	cancelClosing context.CancelCauseFunc
+	endShared     func() // the end of a call on closing
 
 	mu       sync.Mutex
 	shut     bool                               // Close was called; guards wg.Add
-	inFlight map[uint64]context.CancelCauseFunc // the calls in flight, by id
+	inFlight map[uint64]context.CancelCauseFunc // the other calls in flight, by id
 	nextID   uint64
 }
 
 // NewCalls returns a Calls that is open.
 func NewCalls() *Calls {
-	return &Calls{closed: make(chan struct{}), inFlight: make(map[uint64]context.CancelCauseFunc)}
+	g := &Calls{closed: make(chan struct{}), inFlight: make(map[uint64]context.CancelCauseFunc)}
+	g.closing, g.cancelClosing = context.WithCancelCause(context.Background())
+	g.endShared = g.wg.Done
+	return g
 }
 
 // Begin starts a call. It returns the context for the call's requests, which Close
 // cancels with cause distlock.ErrClosed, and the function that ends the call; or
 // distlock.ErrClosed after Close.
+//
+// When ctx can never end (its Done is nil, as context.Background's), the returned
+// context's Done is Closing(), shared by every such call, and it carries ctx's
+// values: a Driver that sees ctx.Done() == Closing() knows that only Close can end
+// the call, and may run its request on the caller's goroutine. Such a call costs no
+// context of its own.
 func (g *Calls) Begin(ctx context.Context) (context.Context, func(), error) {
+	if ctx.Done() == nil {
+		return g.beginShared(ctx)
+	}
 	cctx, cancel := context.WithCancelCause(ctx)
 	g.mu.Lock()
 	if g.shut {
@@ -54,6 +71,43 @@ func (g *Calls) Begin(ctx context.Context) (context.Context, func(), error) {
 	}, nil
 }
 
+// beginShared is Begin for a ctx that can never end: the call runs on the shared
+// closing context (with ctx's values, unless ctx is an empty context).
+func (g *Calls) beginShared(ctx context.Context) (context.Context, func(), error) {
+	g.mu.Lock()
+	if g.shut {
+		g.mu.Unlock()
+		return nil, nil, distlock.ErrClosed
+	}
+	g.wg.Add(1)
+	g.mu.Unlock()
+	if ctx == context.Background() || ctx == context.TODO() {
+		return g.closing, g.endShared, nil
+	}
+	return closingValues{Context: g.closing, values: ctx}, g.endShared, nil
+}
+
+// Closing returns the channel that Close closes when it starts: the Done of the
+// contexts that Begin returns for calls whose own context can never end.
+func (g *Calls) Closing() <-chan struct{} { return g.closing.Done() }
+
+// closingValues is the context of a call on the shared closing context whose own
+// context has values: Done, Err and cause are the closing context's, and a value
+// is ctx's unless the closing context has it (only the context package's own key,
+// which lets contexts derived from this one register with the closing context
+// instead of watching it from a goroutine of their own).
+type closingValues struct {
+	context.Context // the closing context
+	values          context.Context
+}
+
+func (c closingValues) Value(key any) any {
+	if v := c.Context.Value(key); v != nil {
+		return v
+	}
+	return c.values.Value(key)
+}
+
 // Go runs f in a goroutine that Close waits for. It must be called during a call
 // (between Begin and its end), so that Close has not started to wait.
 func (g *Calls) Go(f func()) {
@@ -61,9 +115,9 @@ func (g *Calls) Go(f func()) {
 }
 
 // Close makes every later Begin fail with distlock.ErrClosed, cancels the contexts
-// of the calls in flight, and waits until they and the goroutines they started have
-// returned. It reports whether it was the first Close; a later one waits for the
-// first and returns false.
+// of the calls in flight (and closes Closing()), and waits until they and the
+// goroutines they started have returned. It reports whether it was the first
+// Close; a later one waits for the first and returns false.
 func (g *Calls) Close() bool {
 	g.mu.Lock()
 	if g.shut {
@@ -72,6 +126,7 @@ func (g *Calls) Close() bool {
 		return false
 	}
 	g.shut = true
+	g.cancelClosing(distlock.ErrClosed)
 	for _, cancel := range g.inFlight {
 		cancel(distlock.ErrClosed)
 	}

@@ -3,7 +3,9 @@ package driver
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/distlock/distlock"
@@ -70,4 +72,80 @@ func TestCalls(t *testing.T) {
 	require.ErrorIs(t, err, distlock.ErrClosed)
 	require.False(t, g.Close())
 	require.NoError(t, Err(t.Context(), nil))
+}
+
+type ctxKey struct{}
+
+// TestCallsShared: a call whose context can never end runs on the shared closing
+// context: its Done is Closing(), it keeps its context's values, contexts derived
+// from it end with it (and watch it from no goroutine of their own), and Close
+// ends it with cause ErrClosed, which Err reports. Close waits for the call's
+// request in flight.
+func TestCallsShared(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := NewCalls()
+		bg, endBG, err := g.Begin(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, g.Closing(), bg.Done())
+		vctx, endV, err := g.Begin(context.WithValue(context.Background(), ctxKey{}, "v"))
+		require.NoError(t, err)
+		require.Equal(t, g.Closing(), vctx.Done())
+		require.Equal(t, "v", vctx.Value(ctxKey{}))
+		n := runtime.NumGoroutine()
+		derived, cancel := context.WithTimeout(vctx, time.Hour)
+		defer cancel()
+		require.Equal(t, n, runtime.NumGoroutine(), "a derived context watches the closing context from a goroutine")
+		require.NoError(t, bg.Err())
+
+		ended := make(chan struct{})
+		for _, c := range []struct {
+			ctx context.Context
+			end func()
+		}{{bg, endBG}, {vctx, endV}} {
+			go func() {
+				<-c.ctx.Done()
+				time.Sleep(time.Second) // the request in flight, which Close waits for
+				c.end()
+				ended <- struct{}{}
+			}()
+		}
+		start := time.Now()
+		require.True(t, g.Close())
+		require.Equal(t, time.Second, time.Since(start))
+		<-ended
+		<-ended
+		for _, ctx := range []context.Context{bg, vctx, derived} {
+			require.ErrorIs(t, ctx.Err(), context.Canceled)
+			require.ErrorIs(t, context.Cause(ctx), distlock.ErrClosed)
+			require.ErrorIs(t, Err(ctx, ctx.Err()), distlock.ErrClosed)
+		}
+		_, _, err = g.Begin(context.Background())
+		require.ErrorIs(t, err, distlock.ErrClosed)
+	})
+}
+
+// BenchmarkBegin measures a call's Begin and end: with a context that can never
+// end (the shared closing context) and with one that can (a context of its own).
+func BenchmarkBegin(b *testing.B) {
+	g := NewCalls()
+	defer g.Close()
+	cancellable, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+	}{{"background", context.Background()}, {"values", context.WithValue(context.Background(), ctxKey{}, 1)}, {"cancellable", cancellable}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					_, end, err := g.Begin(c.ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					end()
+				}
+			})
+		})
+	}
 }

@@ -43,7 +43,10 @@ func (l *Locker) Calls() *Calls { return l.calls }
 
 // Close gives every backend built on the core one meaning of Close:
 //   - calls in flight return at once, with an error wrapping distlock.ErrClosed
-//     (unless they were done), and every later call returns one;
+//     (unless they were done), and every later call returns one; a call whose
+//     context can never end (context.Background) may run its request on the
+//     caller's goroutine (see Calls.Begin) and then returns when that request
+//     ends, bounded by the Driver's request timeout, not at once;
 //   - the clean-ups of abandoned Acquires run to their end, each bounded by
 //     Config.CleanupTimeout, so that no half-made lock is left behind;
 //   - held leases are not released: each stays held until its Expires, as if its

@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/redisx"
 )
 
@@ -26,13 +27,14 @@ type Report = redisx.Report
 // what to do with an unsafe setting (log, alert, refuse to start) is the caller's
 // decision.
 func (l *Locker) CheckServer(ctx context.Context) (Report, error) {
-	if err := l.group.Enter(); err != nil {
+	cctx, end, err := l.calls.Begin(ctx)
+	if err != nil {
 		return Report{}, opError("CheckServer", "", err)
 	}
-	defer l.group.Leave()
-	r, err := redisx.Check(ctx, l.client, redisx.Single)
+	defer end()
+	r, err := redisx.Check(cctx, l.client, redisx.Single)
 	if err != nil {
-		return r, opError("CheckServer", "", err)
+		return r, opError("CheckServer", "", driver.Err(cctx, err))
 	}
 	return r, nil
 }

@@ -134,8 +134,8 @@
 // Options.CleanupTimeout (default 5s), never the caller's dead one: one script marks
 // the attempt's token abandoned (a key P:{T}:abandoned:<token> that lives 5
 // minutes) and deletes the lock that the attempt may have made, with its token. It
-// runs when the caller gives up, and again when the abandoned command ends with a
-// lock taken or an error. The acquire script changes nothing when its token is
+// runs as soon as the caller gives up (whether or not the attempt reached the
+// server), and again after a pause while it fails. The acquire script changes nothing when its token is
 // marked: a copy of the attempt that reaches the server after the cleanup (held up
 // on its connection, in a proxy or in the network: closing the connection does not
 // recall bytes already sent) cannot lock the key under a token that no one holds.
@@ -149,7 +149,12 @@
 // after 100ms idle or at Close) and the call returns when ctx is done; the command
 // then ends within the client's ReadTimeout (go-redis' default is finite). Calls
 // with context.Background() run on the caller's goroutine, which spares the
-// handoff to another goroutine and back.
+// handoff to another goroutine and back; only Close can end such a call, and it
+// returns when its command ends, within the client's ReadTimeout.
+//
+// Validation, Expires and the late-reply rule, the cleanup's scheduling and Close
+// are the driver package's core (driver.Locker), which the Locker runs over its
+// one-attempt scripts.
 //
 // The Waits of a Locker share one pub/sub connection (go-redis keeps about 74 KB of
 // buffers per connection), opened by the first Wait and closed 5s after the last
@@ -168,8 +173,9 @@
 // New checks its arguments and does no I/O; a nil client or an invalid Options (a
 // Prefix with braces, an Owner label over MaxOwnerLen bytes, a negative
 // CleanupTimeout) is its error, an *distlock.OpError wrapping distlock.ErrInvalid.
-// Zero fields take the documented defaults. Close stops the Locker's pub/sub
-// connection and waits for its goroutines and for the commands and cleanups its
-// calls left running; it never closes the client. After Close every method returns
+// Zero fields take the documented defaults. Close ends the calls in flight, waits
+// for the cleanups of abandoned TryLocks, stops the Locker's pub/sub connection and
+// waits for its goroutines and for the commands its calls left running; it never
+// closes the client. After Close every method returns
 // an error wrapping distlock.ErrClosed.
 package redislock

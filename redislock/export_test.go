@@ -11,7 +11,7 @@ import (
 // TryLock would: it returns the fence when the lock is (now or already) held by token,
 // or 0 when another token holds it.
 func (l *Locker) Acquire(ctx context.Context, key, token string, ttl time.Duration) (int64, error) {
-	r, err := l.acquire(ctx, l.names(key), token, redisx.Millis(ttl), nil)
+	r, err := l.acquire(ctx, l.names(key), token, redisx.Millis(ttl))
 	return r.fence, err
 }
 

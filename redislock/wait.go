@@ -29,8 +29,8 @@ import (
 // When ctx ends while the key is held, or is done when Wait is called, it returns
 // errors.Join(distlock.ErrLocked, ctx.Err()); when ctx ends before Wait saw the key
 // held, it returns ctx's error without ErrLocked. It returns other errors when it
-// cannot subscribe or read the key, and distlock.ErrClosed when the Locker is closed;
-// every error is an *distlock.OpError.
+// cannot subscribe or read the key, and one wrapping distlock.ErrClosed when the
+// Locker is closed; every error is an *distlock.OpError.
 //
 // A release wakes one Wait of the key per Locker, the first in line; the next one
 // is woken only when no TryLock of the key starts within a handoff time (20ms) after
@@ -46,12 +46,13 @@ import (
 // connection breaks or is replaced, Waits in progress return nil, since a release
 // may have been missed.
 func (l *Locker) Wait(ctx context.Context, key string) error {
-	if err := l.group.Enter(); err != nil {
+	cctx, end, err := l.calls.Begin(ctx)
+	if err != nil {
 		return opError("Wait", key, err)
 	}
-	defer l.group.Leave()
-	if err := l.wait(ctx, key); err != nil {
-		return opError("Wait", key, err)
+	defer end()
+	if err := l.wait(cctx, key); err != nil {
+		return opError("Wait", key, driver.Err(cctx, err))
 	}
 	return nil
 }
@@ -122,9 +123,9 @@ func (w *waiter) subscribe() (done bool, err error) {
 				return true, err
 			}
 		case <-w.ls.Woke():
-			return true, w.woke()
+			return true, nil // a release, or one may have been missed
 		case <-w.turn.Woken():
-			return true, w.woke()
+			return true, nil // a release, or one may have been missed
 		case <-w.Bound:
 			return true, nil
 		case <-w.ctx.Done():
@@ -156,9 +157,9 @@ func (w *waiter) whileHeld(channel string) error {
 				return err
 			}
 		case <-w.ls.Woke():
-			return w.woke()
+			return nil // a release, or one may have been missed
 		case <-w.turn.Woken():
-			return w.woke()
+			return nil // a release, or one may have been missed
 		case <-w.Bound:
 			return nil
 		case <-w.ctx.Done():
@@ -187,13 +188,4 @@ func (w *waiter) read(r redisx.Result[time.Duration]) (done bool, err error) {
 	}
 	w.HeldUntil(until)
 	return false, nil
-}
-
-// woke is the result of a Wait that its listener woke: nil (a release, or one may
-// have been missed), or ErrClosed when the Locker's Close woke it.
-func (w *waiter) woke() error {
-	if w.l.node.Hub.Closed() {
-		return distlock.ErrClosed
-	}
-	return nil
 }

@@ -16,26 +16,27 @@ import (
 // the context's deadline too: it waits for ReadTimeout). So when ctx can be cancelled,
 // f runs on another goroutine, one of g's workers (see workerPool), and Call waits for
 // it or for ctx. If ctx wins, f keeps running until the client's own timeouts end it,
-// and its late result is handed to abandon (when non-nil) on that goroutine; abandon
-// must be bounded too. g's Wait waits for both. When ctx can never be done
-// (context.Background), f runs on the caller's goroutine.
-func Call[T any](ctx context.Context, g *Group, f func() (T, error), abandon func(T, error)) (T, error) {
-	if ctx.Done() == nil {
+// and its late result is dropped (the caller, which returned ctx's error, cleans up
+// what f may have done). g's Wait waits for f. When ctx can never be done
+// (context.Background) or only its Locker's Close ends it (g.Inline), f runs on the
+// caller's goroutine.
+func Call[T any](ctx context.Context, g *Group, f func() (T, error)) (T, error) {
+	if g.Inline(ctx) {
 		return f()
 	}
 	if err := ctx.Err(); err != nil {
 		var zero T
 		return zero, err
 	}
-	return callRun(ctx, g, f, abandon)
+	return callRun(ctx, g, f)
 }
 
 // callRun is Call with a context that can be done, which runs f even when ctx is done
 // already (and then returns ctx's error at once, as when ctx ends while f runs): a
 // caller that must know f ran (RunShared's lone call, whose end frees its slot)
 // checks ctx first itself.
-func callRun[T any](ctx context.Context, g *Group, f func() (T, error), abandon func(T, error)) (T, error) {
-	c := &call[T]{f: f, abandon: abandon, done: make(chan struct{}, 1)}
+func callRun[T any](ctx context.Context, g *Group, f func() (T, error)) (T, error) {
+	c := &call[T]{f: f, done: make(chan struct{}, 1)}
 	g.run(c)
 	select {
 	case <-c.done:
@@ -59,12 +60,11 @@ const (
 
 // A call is one Call that runs on a worker.
 type call[T any] struct {
-	f       func() (T, error)
-	abandon func(T, error)
-	state   atomic.Int32
-	done    chan struct{} // capacity 1: signalled once v and err are set
-	v       T
-	err     error
+	f     func() (T, error)
+	state atomic.Int32
+	done  chan struct{} // capacity 1: signalled once v and err are set
+	v     T
+	err   error
 }
 
 func (c *call[T]) run() {
@@ -72,10 +72,6 @@ func (c *call[T]) run() {
 	if c.state.CompareAndSwap(pending, delivered) {
 		c.v, c.err = v, err
 		c.done <- struct{}{}
-		return
-	}
-	if c.abandon != nil {
-		c.abandon(v, err)
 	}
 }
 

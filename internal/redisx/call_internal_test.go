@@ -22,7 +22,7 @@ func withGroup(t *testing.T, test func(t *testing.T, g *Group)) {
 }
 
 // TestCallCancelled: Call returns ctx's error as soon as ctx is done while f still
-// runs, and f's late result goes to abandon.
+// runs, and f runs to its end (g's Wait waits for it).
 func TestCallCancelled(t *testing.T) {
 	withGroup(t, func(t *testing.T, g *Group) {
 		release := make(chan struct{})
@@ -30,7 +30,7 @@ func TestCallCancelled(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(10*time.Millisecond, cancel)
 		start := time.Now()
-		v, err := Call(ctx, g, func() (int, error) { <-release; return 7, nil }, func(v int, err error) { late <- v })
+		v, err := Call(ctx, g, func() (int, error) { <-release; late <- 7; return 7, nil })
 		require.ErrorIs(t, err, context.Canceled)
 		require.Zero(t, v)
 		require.Less(t, time.Since(start), 5*time.Second)
@@ -39,7 +39,7 @@ func TestCallCancelled(t *testing.T) {
 		case v := <-late:
 			require.Equal(t, 7, v)
 		case <-time.After(10 * time.Second):
-			t.Fatal("abandon got no late result")
+			t.Fatal("f did not run to its end")
 		}
 	})
 }
@@ -60,7 +60,7 @@ func TestCallOwnResult(t *testing.T) {
 					v, err := Call(ctx, g, func() (int, error) {
 						time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
 						return want, nil
-					}, nil)
+					})
 					if err != nil {
 						if !errors.Is(err, context.Canceled) {
 							t.Errorf("call %d: %v", want, err)
@@ -86,7 +86,7 @@ func TestCloseEndsIdleWorkers(t *testing.T) {
 	require.NoError(t, g.Enter())
 	ctx, cancel := context.WithCancel(context.Background())
 	for range 3 {
-		_, err := Call(ctx, g, func() (int, error) { return 1, nil }, nil)
+		_, err := Call(ctx, g, func() (int, error) { return 1, nil })
 		require.NoError(t, err)
 	}
 	cancel()

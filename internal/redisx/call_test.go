@@ -16,7 +16,7 @@ func BenchmarkCallCancelable(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		_, _ = Call(ctx, g, func() (int, error) { return 1, nil }, nil)
+		_, _ = Call(ctx, g, func() (int, error) { return 1, nil })
 	}
 	g.Leave()
 	g.Close()

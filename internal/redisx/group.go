@@ -1,6 +1,7 @@
 package redisx
 
 import (
+	"context"
 	"sync"
 
 	"github.com/distlock/distlock"
@@ -16,11 +17,28 @@ type Group struct {
 	wg     sync.WaitGroup
 	quit   chan struct{} // closed by Close: idle workers end
 	pool   workerPool
+	// closing is the Done of the contexts that only the Locker's Close ends (see
+	// SetInline); nil: none.
+	closing <-chan struct{}
 }
 
 // NewGroup returns an open Group.
 func NewGroup() *Group {
 	return &Group{quit: make(chan struct{})}
+}
+
+// SetInline tells g that a context whose Done is closing (the shared closing
+// context of a driver.Calls) ends only when its Locker closes: a request with such
+// a context runs on its caller's goroutine (see Inline), and Close then waits for
+// it. Call it before g is used.
+func (g *Group) SetInline(closing <-chan struct{}) { g.closing = closing }
+
+// Inline reports whether a request with ctx runs on its caller's goroutine: when
+// ctx can never end (context.Background) or only its Locker's Close ends it (see
+// SetInline). Such a request ends within the client's timeouts, not when ctx does.
+func (g *Group) Inline(ctx context.Context) bool {
+	d := ctx.Done()
+	return d == nil || d == g.closing
 }
 
 // Enter begins a call, which must end with Leave. It returns distlock.ErrClosed
@@ -39,8 +57,9 @@ func (g *Group) Enter() error {
 func (g *Group) Leave() { g.wg.Done() }
 
 // Go runs f on a goroutine that Wait waits for. Call it only during a call (between
-// Enter and Leave) or from a goroutine that Go or Call started, so that Wait cannot
-// have returned.
+// Enter and Leave, or of a Locker whose Close waits for its calls before it calls
+// Wait) or from a goroutine that Go or Call started, so that Wait cannot have
+// returned.
 func (g *Group) Go(f func()) {
 	g.wg.Add(1)
 	go func() {

@@ -346,13 +346,6 @@ func (t *topic) released() bool {
 	return false
 }
 
-// Closed reports whether Close was called.
-func (h *Hub) Closed() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.closed
-}
-
 // Close closes the hub's connection for good and waits for its goroutines. The
 // Waits in progress are woken; Register fails from now on.
 func (h *Hub) Close() {

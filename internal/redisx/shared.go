@@ -20,7 +20,7 @@ import (
 // A call that finds a slot free is a plain call (Run): a lone caller waits for no
 // one and pays nothing but a lock. A caller whose context ends while it waits in the
 // queue leaves it (its script is never sent); one whose script is in flight returns
-// ctx's error, and its late result goes to its abandon function (see Call). Calls
+// ctx's error, and its late result is dropped (see Call). Calls
 // that wait longer than SharedStall for a slot go alone, so a hung connection holds
 // up only the calls it carries.
 //
@@ -61,17 +61,16 @@ const (
 
 // A sharedReq is one RunShared call that waits in the queue.
 type sharedReq struct {
-	ctx     context.Context
-	s       *redis.Script
-	keys    []string
-	args    []any
-	abandon func(any, error)
-	keep    bool // sent even when its caller leaves while it waits (ReleaseShared)
-	gone    bool // its caller left while it waited, and keep: no one waits for it
-	v       any
-	err     error
-	state   atomic.Int32
-	wake    chan struct{} // capacity 1
+	ctx   context.Context
+	s     *redis.Script
+	keys  []string
+	args  []any
+	keep  bool // sent even when its caller leaves while it waits (ReleaseShared)
+	gone  bool // its caller left while it waited, and keep: no one waits for it
+	v     any
+	err   error
+	state atomic.Int32
+	wake  chan struct{} // capacity 1
 }
 
 var reqPool = sync.Pool{New: func() any { return &sharedReq{wake: make(chan struct{}, 1)} }}
@@ -95,7 +94,7 @@ func (n *Node) SetGroup(g *Group) { n.group = g }
 // RenewShared is Renew through RunShared, for callers that renew many leases at
 // once (distlock.Hold with many leases).
 func (n *Node) RenewShared(ctx context.Context, lock, token string, ms int64) (bool, error) {
-	v, err := n.RunShared(ctx, nil, renewScript, []string{lock}, token, n.MillisArg(ms))
+	v, err := n.RunShared(ctx, renewScript, []string{lock}, token, n.MillisArg(ms))
 	i, _ := v.(int64)
 	return i == 1 && err == nil, err
 }
@@ -104,7 +103,7 @@ func (n *Node) RenewShared(ctx context.Context, lock, token string, ms int64) (b
 // leaves while it waits in the queue is still sent (as one whose caller leaves
 // while it is in flight still completes): the lock goes as soon as it can.
 func (n *Node) ReleaseShared(ctx context.Context, k Names, token string) (bool, error) {
-	v, err := n.runShared(ctx, nil, true, unlockScript, []string{k.Lock}, token, k.Channel)
+	v, err := n.runShared(ctx, true, unlockScript, []string{k.Lock}, token, k.Channel)
 	i, _ := v.(int64)
 	return i == 1 && err == nil, err
 }
@@ -126,16 +125,16 @@ func (n *Node) SharedPending() int {
 //
 // With a context that can end, RunShared returns ctx's error as soon as ctx is done:
 // a call still in the queue leaves it unsent; a call in flight leaves its result to
-// abandon (when not nil), which runs on one of the Group's goroutines (see Call).
+// no one (see Call).
 // Call it during a call of the Node's Group (SetGroup). Without a Group, RunShared
 // is Run.
-func (n *Node) RunShared(ctx context.Context, abandon func(any, error), s *redis.Script, keys []string, args ...any) (any, error) {
-	return n.runShared(ctx, abandon, false, s, keys, args...)
+func (n *Node) RunShared(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+	return n.runShared(ctx, false, s, keys, args...)
 }
 
 // runShared is RunShared; keep tells whether a call whose caller leaves while it
-// waits in the queue is sent all the same (its result then goes to abandon).
-func (n *Node) runShared(ctx context.Context, abandon func(any, error), keep bool, s *redis.Script, keys []string, args ...any) (any, error) {
+// waits in the queue is sent all the same (its result then goes to no one).
+func (n *Node) runShared(ctx context.Context, keep bool, s *redis.Script, keys []string, args ...any) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -148,15 +147,15 @@ func (n *Node) runShared(ctx context.Context, abandon func(any, error), keep boo
 		q.inflight++
 		q.since = time.Now()
 		q.mu.Unlock()
-		return n.runLone(ctx, abandon, s, keys, args, true)
+		return n.runLone(ctx, s, keys, args, true)
 	}
 	now := time.Now()
 	if now.Sub(q.since) > SharedStall {
 		q.mu.Unlock()
-		return n.runLone(ctx, abandon, s, keys, args, false)
+		return n.runLone(ctx, s, keys, args, false)
 	}
 	r := reqPool.Get().(*sharedReq)
-	r.ctx, r.s, r.keys, r.args, r.abandon, r.keep = ctx, s, keys, args, abandon, keep
+	r.ctx, r.s, r.keys, r.args, r.keep = ctx, s, keys, args, keep
 	q.pending = append(q.pending, r)
 	if len(q.pending) == 1 {
 		q.armed = now
@@ -170,11 +169,12 @@ func (n *Node) runShared(ctx context.Context, abandon func(any, error), keep boo
 	return n.await(ctx, r)
 }
 
-// runLone runs one call on its own: a plain Run, on a worker of n's Group when ctx
-// can end (the caller returns when ctx does). slot tells that the call holds a slot,
-// which it passes on when it ends (doneShared).
-func (n *Node) runLone(ctx context.Context, abandon func(any, error), s *redis.Script, keys []string, args []any, slot bool) (any, error) {
-	if ctx.Done() == nil {
+// runLone runs one call on its own: a plain Run, on the caller's goroutine when
+// n's Group runs ctx's requests inline (Group.Inline), else on a worker of the
+// Group while the caller returns when ctx ends. slot tells that the call holds a slot, which it passes on when it ends
+// (doneShared).
+func (n *Node) runLone(ctx context.Context, s *redis.Script, keys []string, args []any, slot bool) (any, error) {
+	if n.group.Inline(ctx) {
 		v, err := n.Run(ctx, s, keys, args...).Result()
 		if slot {
 			n.doneShared()
@@ -188,7 +188,7 @@ func (n *Node) runLone(ctx context.Context, abandon func(any, error), s *redis.S
 			n.doneShared()
 		}
 		return v, err
-	}, abandon)
+	})
 }
 
 // await waits for r's turn and returns its result (see RunShared).
@@ -213,32 +213,28 @@ func (n *Node) await(ctx context.Context, r *sharedReq) (any, error) {
 		}
 		q.mu.Unlock()
 		if r.state.CompareAndSwap(reqSent, reqAbandoned) {
-			return nil, ctx.Err() // the batch's sender hands r's result to abandon
+			return nil, ctx.Err() // the batch's sender drops r's result
 		}
 		<-r.wake // done or alone just now
 	}
 	if r.state.Load() == reqAlone {
-		ctx, abandon, s, keys, args := r.ctx, r.abandon, r.s, r.keys, r.args
+		ctx, s, keys, args := r.ctx, r.s, r.keys, r.args
 		putReq(r)
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		return n.runLone(ctx, abandon, s, keys, args, false)
+		return n.runLone(ctx, s, keys, args, false)
 	}
 	v, err := r.v, r.err
 	putReq(r)
 	return v, err
 }
 
-// deliver hands r its result: it wakes r's caller, or gives the result to abandon
-// when the caller has gone. r is not touched after.
+// deliver hands r its result: it wakes r's caller, or drops the result when the
+// caller has gone. r is not touched after.
 func (r *sharedReq) deliver() {
 	if r.state.CompareAndSwap(reqSent, reqDone) {
 		r.wake <- struct{}{}
-		return
-	}
-	if r.abandon != nil {
-		r.abandon(r.v, r.err)
 	}
 }
 
