@@ -171,37 +171,59 @@ func (l *Locker) Renew(ctx context.Context, lease distlock.Lease, ttl time.Durat
 		return distlock.Lease{}, l.opError("Renew", lease.Key, err)
 	}
 	defer end()
-	next, err := l.renew(cctx, lease, ttl, start)
-	if err != nil {
+	if err := l.renew(cctx, &lease, ttl, start); err != nil {
 		return distlock.Lease{}, l.opError("Renew", lease.Key, Err(cctx, err))
 	}
-	return next, nil
+	return lease, nil
 }
 
-func (l *Locker) renew(ctx context.Context, lease distlock.Lease, ttl time.Duration, start time.Time) (distlock.Lease, error) {
-	if err := l.validLease(lease); err != nil {
-		return distlock.Lease{}, err
+// renew renews *lease and sets its Expires. Its error paths are calls, so that its
+// frame stays small: Hold runs each renewal on a fresh goroutine, whose stack a
+// large frame makes grow (and copy) on every renewal.
+func (l *Locker) renew(ctx context.Context, lease *distlock.Lease, ttl time.Duration, start time.Time) error {
+	if err := l.validLease(*lease); err != nil {
+		return err
 	}
 	if err := ValidateTTL(ttl); err != nil {
-		return distlock.Lease{}, err
+		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return distlock.Lease{}, err
+		return err
 	}
 	if !start.Before(lease.Expires) {
-		return distlock.Lease{}, fmt.Errorf("the lease's Expires passed %v before the Renew: %w",
-			start.Sub(lease.Expires).Round(time.Millisecond), distlock.ErrNotHeld)
+		return lapsed(start, lease.Expires)
 	}
-	if err := l.retry(ctx, func() error { return l.d.Renew(ctx, lease, ttl) }); err != nil {
-		return distlock.Lease{}, err
+	var err error
+	if c, ok := l.d.(Classifier); ok {
+		err = Retry(ctx, c.Retryable, func() error { return l.d.Renew(ctx, *lease, ttl) })
+	} else {
+		err = l.d.Renew(ctx, *lease, ttl)
+	}
+	if err != nil {
+		return err
 	}
 	expires, err := l.expires(start, ttl)
 	if err != nil {
-		// The store never shortens, so the old Lease still bounds the hold.
-		return distlock.Lease{}, fmt.Errorf("%w (the old Lease's Expires still stands)", err)
+		return stands(err)
 	}
 	lease.Expires = expires
-	return lease, nil
+	return nil
+}
+
+// lapsed is Renew's error for a lease whose Expires passed before its start.
+//
+//go:noinline
+func lapsed(start, expires time.Time) error {
+	return fmt.Errorf("the lease's Expires passed %v before the Renew: %w",
+		start.Sub(expires).Round(time.Millisecond), distlock.ErrNotHeld)
+}
+
+// stands is Renew's error err for a renewal answered after its new Expires: the
+// store never shortens, so the old Lease still bounds the hold.
+//
+//go:noinline
+func stands(err error) error {
+	return fmt.Errorf("%w (the old Lease's Expires still stands)", err)
 }
 
 // Unlock releases the lease. It returns an error wrapping distlock.ErrNotHeld when
