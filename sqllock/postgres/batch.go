@@ -20,8 +20,8 @@ import (
 // queued meanwhile go as one pipeline of their statements (batchsql.go): one round
 // trip and one transaction (one commit) for all of them, on a context that ends
 // only when every caller of the batch has given up. Each caller still gets the
-// result of its own statement. Releases never queue: each Unlock runs its own
-// statement at once.
+// result of its own statement. Releases share round trips the same way, through
+// a Batcher of their own: an Unlock never queues behind TryLocks.
 
 // maxFlights is the number of a Locker's acquire round trips in flight at once:
 // with 2, a round trip that the scheduler delays holds up only half of the
@@ -63,6 +63,15 @@ type result struct {
 // flight, each counting for stall at most.
 func (d *dialect) newAcquires(flights int, stall time.Duration) *driver.Batcher[*call, struct{}] {
 	return driver.NewBatcher(d.sendAcquires, driver.BatchOptions[*call]{
+		MaxInFlight: flights, MaxBatch: maxBatch, Stall: stall, Go: d.batches.Go,
+		Inline: true, // pgx returns once its context is done
+	})
+}
+
+// newReleases returns the Batcher of d's releases, with the same bounds as the
+// acquires'.
+func (d *dialect) newReleases(flights int, stall time.Duration) *driver.Batcher[sqldialect.Row, bool] {
+	return driver.NewBatcher(d.sendReleases, driver.BatchOptions[sqldialect.Row]{
 		MaxInFlight: flights, MaxBatch: maxBatch, Stall: stall, Go: d.batches.Go,
 		Inline: true, // pgx returns once its context is done
 	})

@@ -47,8 +47,10 @@
 // leaving caller's row, the clean-up below waits for the batch to end (and ends
 // its session when its outcome is unknown) before it releases the row. A lone
 // caller runs its own statement on its own context. Lease.Expires counts from
-// before the call queued. Unlock and Inspect never queue behind TryLocks: each
-// runs its own statement (Renews share theirs: see package sqllock).
+// before the call queued. Unlocks share round trips the same way, among
+// themselves (at most two in flight, a pipeline of their statements in key_hash
+// order with one commit): an Unlock never queues behind TryLocks. Inspect runs
+// its own statement (Renews share theirs: see package sqllock).
 //
 // # Abandoned acquires
 //
