@@ -16,21 +16,21 @@ import (
 //
 // A Locker's TryLocks run at most maxFlights round trips at a time, through a
 // driver.Batcher: a TryLock that finds a round trip free runs its own statement; one
-// that finds every one taken queues, and when a round trip ends, the acquires
-// queued meanwhile go as one pipeline of their statements (batchsql.go): one round
-// trip and one transaction (one commit) for all of them, on a context that ends
-// only when every caller of the batch has given up. Each caller still gets the
-// result of its own statement. Releases share round trips the same way, through
-// a Batcher of their own: an Unlock never queues behind TryLocks.
+// that finds none free queues, and when a round trip ends, the acquires queued
+// meanwhile go as one pipeline of their statements (batchsql.go): one round trip
+// and one transaction (one commit) for all of them, on a context that ends only
+// when every caller of the batch has given up. Each caller still gets the result
+// of its own statement. Releases share round trips the same way, through a
+// Batcher of their own: an Unlock never queues behind TryLocks.
 
-// maxFlights is the number of a Locker's acquire round trips in flight at once:
-// with 2, a round trip that the scheduler delays holds up only half of the
-// queued calls. A round trip in flight for longer than stallAfter (a row lock
-// held by a long transaction, a slow link) stops counting, so that it holds up
-// the Locker's other calls no longer than that. maxBatch bounds the calls of one
-// batch.
+// maxFlights is the number of a Locker's acquire round trips in flight at once,
+// and of its release round trips: one of each, so that the calls that come
+// meanwhile share the next one. A round trip in flight for longer than stallAfter
+// (a row lock held by a long transaction, a slow link) stops counting, so that it
+// holds up the Locker's other calls no longer than that. maxBatch bounds the
+// calls of one batch.
 const (
-	maxFlights = 2
+	maxFlights = 1
 	stallAfter = 20 * time.Millisecond
 	maxBatch   = 256
 )
