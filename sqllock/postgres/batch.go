@@ -16,21 +16,21 @@ import (
 //
 // A Locker's TryLocks run at most maxFlights round trips at a time, through a
 // driver.Batcher: a TryLock that finds a round trip free runs its own statement; one
-// that finds every one taken queues, and when a round trip ends, the acquires
-// queued meanwhile go as one pipeline of their statements (batchsql.go): one round
-// trip and one transaction (one commit) for all of them, on a context that ends
-// only when every caller of the batch has given up. Each caller still gets the
-// result of its own statement. Releases never queue: each Unlock runs its own
-// statement at once.
+// that finds none free queues, and when a round trip ends, the acquires queued
+// meanwhile go as one pipeline of their statements (batchsql.go): one round trip
+// and one transaction (one commit) for all of them, on a context that ends only
+// when every caller of the batch has given up. Each caller still gets the result
+// of its own statement. Releases share round trips the same way, through a
+// Batcher of their own: an Unlock never queues behind TryLocks.
 
-// maxFlights is the number of a Locker's acquire round trips in flight at once:
-// with 2, a round trip that the scheduler delays holds up only half of the
-// queued calls. A round trip in flight for longer than stallAfter (a row lock
-// held by a long transaction, a slow link) stops counting, so that it holds up
-// the Locker's other calls no longer than that. maxBatch bounds the calls of one
-// batch.
+// maxFlights is the number of a Locker's acquire round trips in flight at once,
+// and of its release round trips: one of each, so that the calls that come
+// meanwhile share the next one. A round trip in flight for longer than stallAfter
+// (a row lock held by a long transaction, a slow link) stops counting, so that it
+// holds up the Locker's other calls no longer than that. maxBatch bounds the
+// calls of one batch.
 const (
-	maxFlights = 2
+	maxFlights = 1
 	stallAfter = 20 * time.Millisecond
 	maxBatch   = 256
 )
@@ -63,6 +63,15 @@ type result struct {
 // flight, each counting for stall at most.
 func (d *dialect) newAcquires(flights int, stall time.Duration) *driver.Batcher[*call, struct{}] {
 	return driver.NewBatcher(d.sendAcquires, driver.BatchOptions[*call]{
+		MaxInFlight: flights, MaxBatch: maxBatch, Stall: stall, Go: d.batches.Go,
+		Inline: true, // pgx returns once its context is done
+	})
+}
+
+// newReleases returns the Batcher of d's releases, with the same bounds as the
+// acquires'.
+func (d *dialect) newReleases(flights int, stall time.Duration) *driver.Batcher[sqldialect.Row, bool] {
+	return driver.NewBatcher(d.sendReleases, driver.BatchOptions[sqldialect.Row]{
 		MaxInFlight: flights, MaxBatch: maxBatch, Stall: stall, Go: d.batches.Go,
 		Inline: true, // pgx returns once its context is done
 	})

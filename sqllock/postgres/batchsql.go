@@ -1,12 +1,15 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
+	"slices"
 
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/sqllock/sqldialect"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -88,4 +91,41 @@ func setAll(cs []*call, res result) {
 	for _, x := range cs {
 		x.res = res
 	}
+}
+
+// sendReleases runs the releases of rs: one alone as its own statement, more as
+// one pipeline of their statements in key_hash order (as acquires take rows), in
+// one implicit transaction. It returns whether each released its row; an error
+// is every release's (the transaction's).
+func (d *dialect) sendReleases(ctx context.Context, rs []sqldialect.Row) ([]bool, error) {
+	if len(rs) == 1 {
+		held, err := d.releaseOne(ctx, rs[0])
+		return []bool{held}, err
+	}
+	order := make([]int, len(rs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(i, j int) int { return bytes.Compare(rs[i].Hash, rs[j].Hash) })
+	b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(rs))}
+	for _, i := range order {
+		b.Queue(d.sql.release, d.releaseArgs(rs[i])...)
+	}
+	held := make([]bool, len(rs))
+	br := d.pool.SendBatch(ctx, b)
+	var err error
+	for _, i := range order {
+		var tag pgconn.CommandTag
+		if tag, err = br.Exec(); err != nil {
+			break
+		}
+		held[i] = tag.RowsAffected() == 1
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return held, nil
 }

@@ -121,5 +121,12 @@ func BenchmarkParallel(b *testing.B) {
 			b.Cleanup(func() { l.Close() })
 			sqltest.BenchParallel(b, l, g)
 		})
+		b.Run(fmt.Sprintf("ours-releases-alone/g%d", g), func(b *testing.B) {
+			l, err := New(sqltest.OpCtx(b), newPoolN(b, "", 20), &sqllock.Options{Table: "bench"})
+			require.NoError(b, err)
+			b.Cleanup(func() { l.Close() })
+			l.d.releases = nil
+			sqltest.BenchParallel(b, l, g)
+		})
 	}
 }

@@ -28,14 +28,18 @@ type dialect struct {
 	// runs its own statement on a pooled connection.
 	batched  bool
 	acquires *driver.Batcher[*call, struct{}] // batch.go; their statements: batchsql.go
-	batches  sync.WaitGroup                   // their batches' goroutines
-	gaveUp   handles                          // acquires whose callers left while their batch ran
+	// releases share round trips as acquires do, apart from them; nil: each
+	// Release runs its own statement.
+	releases *driver.Batcher[sqldialect.Row, bool]
+	batches  sync.WaitGroup // their batches' goroutines
+	gaveUp   handles        // acquires whose callers left while their batch ran
 }
 
 func newDialect(pool *pgxpool.Pool, owner, table string) *dialect {
 	sql := newStatements(table)
 	d := &dialect{pool: pool, owner: owner, sql: sql, table: sql.tableID, batched: true}
 	d.acquires = d.newAcquires(maxFlights, stallAfter)
+	d.releases = d.newReleases(maxFlights, stallAfter)
 	return d
 }
 
@@ -238,14 +242,27 @@ func (d *dialect) RenewBatch(ctx context.Context, rs []sqldialect.Row, ttls []ti
 	return held, nil
 }
 
-// Release runs its own statement, on a pooled connection: it never waits for the
-// acquires in flight.
+// Release never waits for the acquires in flight: releases share round trips
+// among themselves only (batch.go).
 func (d *dialect) Release(ctx context.Context, r sqldialect.Row) (bool, error) {
-	tag, err := d.pool.Exec(ctx, d.sql.release, r.Hash, r.Key, r.Token, d.table, keyID(r.Hash))
+	if d.releases == nil {
+		return d.releaseOne(ctx, r)
+	}
+	return d.releases.Do(ctx, r)
+}
+
+// releaseOne runs the release of r as its own statement, on a pooled connection.
+func (d *dialect) releaseOne(ctx context.Context, r sqldialect.Row) (bool, error) {
+	tag, err := d.pool.Exec(ctx, d.sql.release, d.releaseArgs(r)...)
 	if err != nil {
 		return false, err
 	}
 	return tag.RowsAffected() == 1, nil
+}
+
+// releaseArgs are the arguments of release for r.
+func (d *dialect) releaseArgs(r sqldialect.Row) []any {
+	return []any{r.Hash, r.Key, r.Token, d.table, keyID(r.Hash)}
 }
 
 func (d *dialect) Inspect(ctx context.Context, r sqldialect.Row) (sqldialect.RowState, bool, error) {

@@ -33,22 +33,24 @@
 //
 // # Concurrent calls
 //
-// A Locker has at most two round trips of its TryLocks in flight: the TryLocks
-// that come while both are in flight queue, and go together as the next round
-// trip, a pipeline of their statements (each as it runs alone) with one commit
-// for all of them. Each caller gets its own statement's result: its own fence or
-// ErrLocked. The statements run in key_hash order, so that batches of several
-// Lockers lock rows in one order; a batch that the database rejects (a deadlock,
-// a serialization failure: it had no effect) runs each statement alone. A round
-// trip in flight for longer than 20ms (one that waits for a row lock) stops
-// counting, so that it holds up the Locker's other TryLocks no longer than that.
-// A caller whose context ends returns at once; the batch goes on for the others
-// (its context ends only when every caller's has), and when it may have taken the
+// A Locker has at most one round trip of its TryLocks in flight: the TryLocks that
+// come while it is in flight queue, and go together as the next round trip, a
+// pipeline of their statements (each as it runs alone) with one commit for all of
+// them. Each caller gets its own statement's result: its own fence or ErrLocked.
+// The statements run in key_hash order, so that batches of several Lockers lock
+// rows in one order; a batch that the database rejects (a deadlock, a
+// serialization failure: it had no effect) runs each statement alone. A round trip
+// in flight for longer than 20ms (one that waits for a row lock) stops counting,
+// so that it holds up the Locker's other TryLocks no longer than that. A caller
+// whose context ends returns at once; the batch goes on for the others (its
+// context ends only when every caller's has), and when it may have taken the
 // leaving caller's row, the clean-up below waits for the batch to end (and ends
 // its session when its outcome is unknown) before it releases the row. A lone
 // caller runs its own statement on its own context. Lease.Expires counts from
-// before the call queued. Unlock and Inspect never queue behind TryLocks: each
-// runs its own statement (Renews share theirs: see package sqllock).
+// before the call queued. Unlocks share round trips the same way, among themselves
+// (at most one in flight, a pipeline of their statements in key_hash order with
+// one commit): an Unlock never queues behind TryLocks. Inspect runs its own
+// statement (Renews share theirs: see package sqllock).
 //
 // # Abandoned acquires
 //
