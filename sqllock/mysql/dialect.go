@@ -13,7 +13,6 @@ import (
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/sqllock/sqldialect"
 
-	"github.com/distlock/distlock/sqllock/internal/calls"
 	gomysql "github.com/go-sql-driver/mysql"
 )
 
@@ -120,7 +119,7 @@ func (d *dialect) setup(ctx context.Context, skip bool) error {
 		}
 	}
 	for _, q := range d.sql.highWater {
-		err := calls.Retry(ctx, d.Retryable, func() error {
+		err := driver.Retry(ctx, d.Retryable, func() error {
 			_, err := d.db.ExecContext(ctx, q)
 			return err
 		})
@@ -142,7 +141,7 @@ func (d *dialect) Acquire(ctx context.Context, r sqldialect.Row, ttl time.Durati
 		return 0, false, sqldialect.Session{}, driver.NotSent(err)
 	}
 	sess := sqldialect.Session{ID: cid}
-	us := calls.Micros(ttl)
+	us := sqldialect.Micros(ttl)
 	res, err := c.ExecContext(ctx, d.sql.takeover, r.Token, d.owner, us, r.Hash, r.Key)
 	if err != nil {
 		return 0, false, sess, err
@@ -196,7 +195,7 @@ func (d *dialect) EndSession(ctx context.Context, s sqldialect.Session) error {
 }
 
 func (d *dialect) Renew(ctx context.Context, r sqldialect.Row, ttl time.Duration) (bool, error) {
-	res, err := d.db.ExecContext(ctx, d.sql.renew, calls.Micros(ttl), r.Hash, r.Key, r.Token)
+	res, err := d.db.ExecContext(ctx, d.sql.renew, sqldialect.Micros(ttl), r.Hash, r.Key, r.Token)
 	if err != nil {
 		return false, err
 	}
@@ -245,7 +244,7 @@ func (d *dialect) Inspect(ctx context.Context, r sqldialect.Row) (sqldialect.Row
 }
 
 func (d *dialect) Prune(ctx context.Context, after []byte, olderThan time.Duration, limit int) (int64, []byte, error) {
-	us := calls.Micros(olderThan)
+	us := sqldialect.Micros(olderThan)
 	rows, err := d.db.QueryContext(ctx, d.sql.candidates, after, us, limit)
 	if err != nil {
 		return 0, nil, err

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/sqllock/sqldialect"
-
-	"github.com/distlock/distlock/sqllock/internal/calls"
 )
 
 var _ sqldialect.BatchRenewer = (*dialect)(nil)
@@ -71,7 +69,7 @@ func (d *dialect) RenewBatch(ctx context.Context, rs []sqldialect.Row, ttls []ti
 	byTTL := make(map[int64][]int) // microseconds -> indexes of rs
 	var order []int64
 	for i, ttl := range ttls {
-		us := calls.Micros(ttl)
+		us := sqldialect.Micros(ttl)
 		if byTTL[us] == nil {
 			order = append(order, us)
 		}

@@ -11,7 +11,6 @@ import (
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/sqllock/sqldialect"
 
-	"github.com/distlock/distlock/sqllock/internal/calls"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -82,7 +81,7 @@ func (d *dialect) setup(ctx context.Context, skip bool) error {
 // the catalog (unique_violation, duplicate_table, duplicate_object: the table's row
 // type): the second then finds the table.
 func (d *dialect) exec(ctx context.Context, q string) error {
-	return calls.Retry(ctx, func(err error) bool {
+	return driver.Retry(ctx, func(err error) bool {
 		var pe *pgconn.PgError
 		return errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P07" || pe.Code == "42710") || d.Retryable(err)
 	}, func() error {
@@ -92,7 +91,7 @@ func (d *dialect) exec(ctx context.Context, q string) error {
 }
 
 func (d *dialect) Acquire(ctx context.Context, r sqldialect.Row, ttl time.Duration) (int64, bool, sqldialect.Session, error) {
-	args := rowArgs{hash: r.Hash, key: r.Key, token: r.Token, us: calls.Micros(ttl)}
+	args := rowArgs{hash: r.Hash, key: r.Key, token: r.Token, us: sqldialect.Micros(ttl)}
 	if !d.batched {
 		return acquired(d.acquireAlone(ctx, args))
 	}
@@ -210,7 +209,7 @@ func (d *dialect) EndSession(ctx context.Context, s sqldialect.Session) error {
 }
 
 func (d *dialect) Renew(ctx context.Context, r sqldialect.Row, ttl time.Duration) (bool, error) {
-	tag, err := d.pool.Exec(ctx, d.sql.renew, r.Hash, r.Key, r.Token, calls.Micros(ttl))
+	tag, err := d.pool.Exec(ctx, d.sql.renew, r.Hash, r.Key, r.Token, sqldialect.Micros(ttl))
 	if err != nil {
 		return false, err
 	}
@@ -222,7 +221,7 @@ func (d *dialect) RenewBatch(ctx context.Context, rs []sqldialect.Row, ttls []ti
 	hs, ks, ts := make([][]byte, len(rs)), make([][]byte, len(rs)), make([][]byte, len(rs))
 	us := make([]int64, len(rs))
 	for i, r := range rs {
-		hs[i], ks[i], ts[i], us[i] = r.Hash, r.Key, r.Token, calls.Micros(ttls[i])
+		hs[i], ks[i], ts[i], us[i] = r.Hash, r.Key, r.Token, sqldialect.Micros(ttls[i])
 	}
 	rows, err := d.pool.Query(ctx, d.sql.renewBatch, hs, ks, ts, us)
 	if err != nil {
@@ -280,7 +279,7 @@ func (d *dialect) Inspect(ctx context.Context, r sqldialect.Row) (sqldialect.Row
 }
 
 func (d *dialect) Prune(ctx context.Context, after []byte, olderThan time.Duration, limit int) (int64, []byte, error) {
-	rows, err := d.pool.Query(ctx, d.sql.candidates, after, calls.Micros(olderThan), limit)
+	rows, err := d.pool.Query(ctx, d.sql.candidates, after, sqldialect.Micros(olderThan), limit)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -298,7 +297,7 @@ func (d *dialect) Prune(ctx context.Context, after []byte, olderThan time.Durati
 			}
 			return err
 		}
-		return tx.QueryRow(ctx, d.sql.prune, after, last, calls.Micros(olderThan)).Scan(&n)
+		return tx.QueryRow(ctx, d.sql.prune, after, last, sqldialect.Micros(olderThan)).Scan(&n)
 	})
 	if err != nil {
 		return 0, nil, err

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/internal/waitq"
 	"github.com/distlock/distlock/sqllock"
-	"github.com/distlock/distlock/sqllock/internal/calls"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -25,7 +25,7 @@ type Locker struct {
 	core  *sqllock.Locker
 	d     *dialect
 	ln    *listener
-	calls *calls.Group // the Waits in flight
+	calls *driver.Calls // the Waits in flight
 	// waiters wakes the Waits of a key one at a time (by payload): a release
 	// wakes the first, the next one wakes only when no TryLock of the key follows
 	// (see internal/waitq), so that a herd of waiters sends one TryLock per
@@ -79,7 +79,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *sqllock.Options) (*Locke
 		core:    core,
 		d:       d,
 		ln:      &listener{pool: pool, listen: d.sql.listen, table: d.sql.tableID, idle: listenIdle, ping: listenPing, q: q},
-		calls:   calls.New(),
+		calls:   driver.NewCalls(),
 		waiters: q,
 	}, nil
 }

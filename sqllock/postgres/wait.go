@@ -13,7 +13,6 @@ import (
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/sqllock"
-	"github.com/distlock/distlock/sqllock/internal/calls"
 )
 
 // Wait returns nil when key may be free: its lease was released (Unlock notified),
@@ -69,7 +68,7 @@ func (l *Locker) wait(ctx context.Context, key string) error {
 
 	var st sqldialect.RowState
 	var found bool
-	err = calls.Retry(ctx, l.d.Retryable, func() error {
+	err = driver.Retry(ctx, l.d.Retryable, func() error {
 		var err error
 		st, found, err = l.d.Inspect(ctx, r)
 		return err

@@ -130,3 +130,13 @@ func QuoteTable(table string, q byte) string {
 	}
 	return strings.Join(parts, ".")
 }
+
+// Micros returns d in whole microseconds, rounded up, for a ttl a statement adds to
+// the database's clock: a lease never expires before the ttl it was given.
+func Micros(d time.Duration) int64 {
+	us := d / time.Microsecond
+	if d%time.Microsecond != 0 {
+		us++
+	}
+	return int64(us)
+}

@@ -8,8 +8,8 @@ import (
 	"sync"
 
 	"github.com/distlock/distlock"
+	"github.com/distlock/distlock/driver"
 	"github.com/distlock/distlock/sqllock"
-	"github.com/distlock/distlock/sqllock/internal/calls"
 )
 
 // backend is the Backend of the Locker's errors.
@@ -95,7 +95,7 @@ func (d *dialect) setup(ctx context.Context, table string, skip bool) error {
 	if busy <= 0 {
 		return fmt.Errorf(`%w: the database has no busy timeout; open it with one, e.g. "file:locks.db?_pragma=busy_timeout(5000)"`, distlock.ErrInvalid)
 	}
-	err := calls.Retry(ctx, d.Retryable, func() error {
+	err := driver.Retry(ctx, d.Retryable, func() error {
 		var mode string
 		return d.db.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode)
 	})
@@ -107,7 +107,7 @@ func (d *dialect) setup(ctx context.Context, table string, skip bool) error {
 		stmts = d.sql.create
 	}
 	for _, q := range append(stmts, d.sql.highWater...) {
-		err := calls.Retry(ctx, d.Retryable, func() error {
+		err := driver.Retry(ctx, d.Retryable, func() error {
 			_, err := d.db.ExecContext(ctx, q)
 			return err
 		})
