@@ -142,19 +142,16 @@ func (d *dialect) endBatch(ctx context.Context, s sqldialect.Session) error {
 	if c.res.known || c.res.sess.ID == 0 {
 		return nil
 	}
-	sleep := time.Millisecond
-	for {
+	for attempt := 1; ; attempt++ {
 		err := d.EndSession(ctx, c.res.sess)
 		if err == nil || errors.Is(err, sqldialect.ErrCannotEnd) {
 			return err
 		}
-		t := time.NewTimer(sleep)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return errors.Join(err, ctx.Err())
+		if perr := driver.Pause(ctx, attempt, endBatchMaxPause); perr != nil {
+			return errors.Join(err, perr)
 		}
-		sleep = min(2*sleep, 100*time.Millisecond)
 	}
 }
+
+// endBatchMaxPause caps the pause between endBatch's attempts to end a session.
+const endBatchMaxPause = 100 * time.Millisecond
